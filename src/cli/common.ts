@@ -1,0 +1,26 @@
+// Shared pieces of the plugins' command lines.
+import { Command } from 'commander';
+import { SUPPORTED_VERSIONS } from '../cni/version';
+
+declare const __VERSION__: string;
+export const VERSION = typeof __VERSION__ === 'string' ? __VERSION__ : 'dev';
+
+export function baseProgram(name: string, description: string): Command {
+  return new Command(name)
+    .description(
+      `${description}\n\nRun by a container runtime with CNI_COMMAND set, this is a CNI plugin ` +
+        `(spec ${SUPPORTED_VERSIONS.join(', ')}); without it, these commands are for operators.`,
+    )
+    .version(VERSION, '-v, --version')
+    .showHelpAfterError();
+}
+
+/** Runs a commander program, turning thrown errors into one line on stderr and exit 1. */
+export async function runProgram(program: Command, argv: string[]): Promise<void> {
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    process.stderr.write(`${program.name()}: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,84 @@
+// Choosing addresses: a requested address if it is free, otherwise round-robin
+// from last_reserved_ip.<N> through the range set, exactly as the reference.
+import { CniError, ErrorCode } from '../cni/errors';
+import type { IPConfig } from '../cni/result';
+import { IP } from '../net/ip';
+import type { Owner } from './disk';
+import { ownerToString } from './disk';
+import { RangeSet } from './range';
+
+/** What the allocator needs from the store (DiskStore, or a fake in tests). */
+export interface ReservationBackend {
+  ownerOf(ip: IP): Owner | null | undefined;
+  reserve(ip: IP, owner: Owner): boolean;
+  release(ip: IP): void;
+  lastReserved(rangeSet: number): IP | undefined;
+  setLastReserved(rangeSet: number, ip: IP): void;
+}
+
+export interface Allocation {
+  set: RangeSet;
+  ip: IP;
+  /** True when this call reserved it (and must release it on rollback). */
+  fresh: boolean;
+}
+
+export function toIPConfig(a: Allocation): IPConfig {
+  const range = a.set.rangeFor(a.ip)!;
+  return { address: `${a.ip}/${range.subnet.length}`, gateway: range.gateway.toString() };
+}
+
+/**
+ * Gives `owner` one address in every range set, keeping the ones it already
+ * holds (ADD is idempotent). If any set fails, what this call reserved is released.
+ */
+export function allocate(
+  store: ReservationBackend,
+  sets: readonly RangeSet[],
+  requested: ReadonlyMap<number, IP>,
+  owner: Owner,
+  held: readonly IP[],
+): Allocation[] {
+  const done: Allocation[] = [];
+  try {
+    for (const set of sets) {
+      const have = held.find((ip) => set.contains(ip));
+      const want = requested.get(set.index);
+      if (have) {
+        if (want && !want.equals(have)) {
+          throw new CniError(
+            ErrorCode.Internal,
+            `${ownerToString(owner)} already holds ${have} in range set ${set}; it cannot also have the requested ${want}`,
+          );
+        }
+        done.push({ set, ip: have, fresh: false });
+      } else {
+        done.push({ set, ip: want ? reserveRequested(store, set, want, owner) : reserveNext(store, set, owner), fresh: true });
+      }
+    }
+    return done;
+  } catch (err) {
+    for (const a of done) if (a.fresh) store.release(a.ip);
+    throw err;
+  }
+}
+
+function reserveRequested(store: ReservationBackend, set: RangeSet, ip: IP, owner: Owner): IP {
+  if (!store.reserve(ip, owner)) {
+    const holder = store.ownerOf(ip);
+    const who = holder ? `container ${ownerToString(holder)}` : 'an unreadable reservation';
+    throw new CniError(ErrorCode.Internal, `requested IP ${ip} is already reserved by ${who} (range set ${set})`);
+  }
+  store.setLastReserved(set.index, ip);
+  return ip;
+}
+
+function reserveNext(store: ReservationBackend, set: RangeSet, owner: Owner): IP {
+  for (const { ip } of set.candidates(store.lastReserved(set.index))) {
+    if (store.reserve(ip, owner)) {
+      store.setLastReserved(set.index, ip);
+      return ip;
+    }
+  }
+  throw new CniError(ErrorCode.Internal, `no IP addresses available in range set ${set}`);
+}

@@ -1,0 +1,91 @@
+// `host-local ls`: what is reserved on disk, for operators. Range sets come
+// from the network's config in the CNI config directory when one is found.
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { parseNetConf, Json } from '../cni/config';
+import { parseCniArgs } from '../cni/args';
+import { DiskStore } from './disk';
+import { loadIpamConfig } from './config';
+import { RangeSet } from './range';
+import { META_DIR } from './pool';
+
+export interface Listed {
+  network: string;
+  ip: string;
+  containerID: string | null;
+  ifname: string | null;
+  rangeSet: number | null;
+  torn: boolean;
+}
+
+/** The host-local range sets of `network` from a config in `confDir`, if one is there. */
+export function rangeSetsFromConfDir(confDir: string, network: string): RangeSet[] | undefined {
+  let files: string[];
+  try {
+    files = fs.readdirSync(confDir).filter((f) => /\.(conf|conflist|json)$/.test(f)).sort();
+  } catch {
+    return undefined;
+  }
+  for (const file of files) {
+    try {
+      const top = JSON.parse(fs.readFileSync(join(confDir, file), 'utf8')) as Json;
+      if (top.name !== network) continue;
+      const plugins = Array.isArray(top.plugins) ? (top.plugins as Json[]) : [top];
+      for (const p of plugins) {
+        const ipam = p.ipam as Json | undefined;
+        if (ipam?.type !== 'host-local') continue;
+        const conf = parseNetConf(JSON.stringify({ ...p, cniVersion: top.cniVersion ?? p.cniVersion, name: network }));
+        return loadIpamConfig(conf, parseCniArgs('')).rangeSets;
+      }
+    } catch {
+      // not a usable config; keep looking
+    }
+  }
+  return undefined;
+}
+
+export async function listReservations(dataDir: string, confDir: string, only?: string): Promise<Listed[]> {
+  let networks: string[];
+  try {
+    networks = fs
+      .readdirSync(dataDir, { withFileTypes: true })
+      .filter((d) => d.isDirectory() && d.name !== META_DIR && !d.name.startsWith('.'))
+      .map((d) => d.name)
+      .sort();
+  } catch {
+    networks = [];
+  }
+  if (only) networks = networks.filter((n) => n === only);
+  const out: Listed[] = [];
+  for (const network of networks) {
+    const sets = rangeSetsFromConfDir(confDir, network);
+    const store = new DiskStore(dataDir, network, join(dataDir, META_DIR, network));
+    const rows = (await store.scan()).sort((a, b) => a.ip.compare(b.ip));
+    for (const r of rows) {
+      out.push({
+        network,
+        ip: r.ip.toString(),
+        containerID: r.owner?.containerId ?? null,
+        ifname: r.owner?.ifname ?? null,
+        rangeSet: sets?.find((s) => s.contains(r.ip))?.index ?? null,
+        torn: !r.owner,
+      });
+    }
+  }
+  return out;
+}
+
+export function formatTable(rows: Listed[]): string {
+  const header = ['NETWORK', 'IP', 'CONTAINER', 'IFNAME', 'RANGESET', 'STATE'];
+  const cells = rows.map((r) => [
+    r.network,
+    r.ip,
+    r.containerID ?? '-',
+    r.ifname ?? (r.torn ? '-' : '(legacy)'),
+    r.rangeSet === null ? '?' : String(r.rangeSet),
+    r.torn ? 'TORN (reclaimed by GC)' : 'reserved',
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  return [header, ...cells].map((row) => row.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n';
+}
+

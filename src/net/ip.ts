@@ -1,0 +1,161 @@
+// IP addresses and prefixes. ipaddr.js parses IPv6 and formats it per RFC 5952
+// (the same text as Go's net.IP.String(), which host-local uses as file names);
+// arithmetic is on bigint so v4 and v6 share one code path.
+import ipaddr from 'ipaddr.js';
+
+export type Family = 4 | 6;
+
+const BITS: Record<Family, number> = { 4: 32, 6: 128 };
+
+export class IP {
+  private constructor(
+    readonly family: Family,
+    readonly value: bigint,
+  ) {}
+
+  static fromBigInt(family: Family, value: bigint): IP {
+    const max = (1n << BigInt(BITS[family])) - 1n;
+    if (value < 0n || value > max) throw new RangeError(`address out of range for IPv${family}`);
+    return new IP(family, value);
+  }
+
+  /** Parses a strict dotted-quad IPv4 or an IPv6 address; IPv4-mapped IPv6 becomes IPv4, as in Go. */
+  static parse(text: string): IP | undefined {
+    if (typeof text !== 'string') return undefined;
+    if (!text.includes(':')) return parseIPv4(text);
+    if (text.includes('%')) return undefined; // zoned addresses are not host addresses
+    let addr: ipaddr.IPv6;
+    try {
+      addr = ipaddr.IPv6.parse(text);
+    } catch {
+      return undefined;
+    }
+    if (addr.isIPv4MappedAddress()) return parseIPv4(addr.toIPv4Address().toString());
+    let value = 0n;
+    for (const part of addr.parts) value = (value << 16n) | BigInt(part);
+    return new IP(6, value);
+  }
+
+  get bits(): number {
+    return BITS[this.family];
+  }
+
+  toBytes(): number[] {
+    const bytes: number[] = [];
+    let v = this.value;
+    for (let i = 0; i < this.bits / 8; i++) {
+      bytes.unshift(Number(v & 0xffn));
+      v >>= 8n;
+    }
+    return bytes;
+  }
+
+  toString(): string {
+    if (this.family === 4) return this.toBytes().join('.');
+    return new ipaddr.IPv6(this.toBytes()).toRFC5952String();
+  }
+
+  equals(other: IP | undefined): boolean {
+    return !!other && other.family === this.family && other.value === this.value;
+  }
+
+  /** Orders by family first (v4 before v6), then numerically. */
+  compare(other: IP): number {
+    if (this.family !== other.family) return this.family - other.family;
+    return this.value < other.value ? -1 : this.value > other.value ? 1 : 0;
+  }
+
+  next(): IP {
+    return IP.fromBigInt(this.family, this.value + 1n);
+  }
+
+  prev(): IP {
+    return IP.fromBigInt(this.family, this.value - 1n);
+  }
+}
+
+// Our own IPv4 parser: ipaddr.js tries octal, hex and long forms first, which
+// costs ~3 ms on its first call in every (short-lived) plugin process, and Go
+// rejects those forms anyway. Decimal parts only, no leading zeros, as Go.
+const IPV4_RE = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/;
+
+function parseIPv4(text: string): IP | undefined {
+  const m = IPV4_RE.exec(text);
+  if (!m) return undefined;
+  let value = 0;
+  for (let i = 1; i <= 4; i++) {
+    const part = Number(m[i]);
+    if (part > 255) return undefined;
+    value = value * 256 + part;
+  }
+  return IP.fromBigInt(4, BigInt(value));
+}
+
+/** A network prefix such as 10.1.0.0/16; `address` keeps whatever host bits the text had. */
+export class Prefix {
+  private constructor(
+    readonly address: IP,
+    readonly length: number,
+  ) {}
+
+  static parse(text: string): Prefix | undefined {
+    if (typeof text !== 'string') return undefined;
+    const slash = text.indexOf('/');
+    if (slash < 0) return undefined;
+    const address = IP.parse(text.slice(0, slash));
+    const lenText = text.slice(slash + 1);
+    if (!address || !/^\d{1,3}$/.test(lenText)) return undefined;
+    const length = Number(lenText);
+    if (length > address.bits) return undefined;
+    return new Prefix(address, length);
+  }
+
+  static of(address: IP, length: number): Prefix {
+    return new Prefix(address, length);
+  }
+
+  get family(): Family {
+    return this.address.family;
+  }
+
+  private get hostMask(): bigint {
+    return (1n << BigInt(this.address.bits - this.length)) - 1n;
+  }
+
+  /** The network address (host bits cleared). */
+  get network(): IP {
+    return IP.fromBigInt(this.family, this.address.value & ~this.hostMask);
+  }
+
+  /** The last address of the prefix (the IPv4 broadcast address). */
+  get last(): IP {
+    return IP.fromBigInt(this.family, this.network.value | this.hostMask);
+  }
+
+  get hasHostBits(): boolean {
+    return (this.address.value & this.hostMask) !== 0n;
+  }
+
+  /** Number of addresses in the prefix. */
+  get size(): bigint {
+    return this.hostMask + 1n;
+  }
+
+  contains(ip: IP): boolean {
+    return ip.family === this.family && (ip.value & ~this.hostMask) === this.network.value;
+  }
+
+  overlaps(other: Prefix): boolean {
+    return this.contains(other.network) || other.contains(this.network);
+  }
+
+  /** The canonical network form, e.g. 10.1.0.0/16. */
+  toString(): string {
+    return `${this.network}/${this.length}`;
+  }
+
+  /** The address with its prefix length, e.g. 10.1.0.5/16 (a result's `address`). */
+  toAddressString(): string {
+    return `${this.address}/${this.length}`;
+  }
+}

@@ -1,0 +1,64 @@
+// Small filesystem helpers shared by the plugins' state stores. They use the
+// plain syscalls: fs.rmSync and recursive mkdir load extra code on first use,
+// which every short-lived plugin process would pay for.
+import * as fs from 'node:fs';
+import { dirname, join, basename } from 'node:path';
+
+const isCode = (err: unknown, code: string) => (err as NodeJS.ErrnoException)?.code === code;
+
+/** Removes a file; a missing one is fine. */
+export function removeFile(path: string): void {
+  try {
+    fs.unlinkSync(path);
+  } catch (err) {
+    if (!isCode(err, 'ENOENT')) throw err;
+  }
+}
+
+/** Creates a directory (and missing parents) with `mode`; an existing one is left as it is. */
+export function ensureDir(path: string, mode = 0o700): void {
+  try {
+    fs.mkdirSync(path, { mode });
+  } catch (err) {
+    if (isCode(err, 'EEXIST')) return;
+    if (!isCode(err, 'ENOENT')) throw err;
+    fs.mkdirSync(path, { recursive: true, mode });
+  }
+}
+
+/** Reads a file, or undefined when it does not exist. */
+export function readIfExists(path: string): string | undefined {
+  try {
+    return fs.readFileSync(path, 'utf8');
+  } catch (err) {
+    if (isCode(err, 'ENOENT')) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Replaces `path` with `content` atomically (write a temp file beside it, then
+ * rename), so readers see the old or the new content, never a torn one.
+ * `durable` syncs the data first, for state that must survive a power cut.
+ */
+export function writeFileAtomic(path: string, content: string, opts: { mode?: number; durable?: boolean } = {}): void {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+  const fd = fs.openSync(tmp, 'w', opts.mode ?? 0o600);
+  try {
+    fs.writeSync(fd, content);
+    if (opts.durable) fs.fdatasyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  try {
+    fs.renameSync(tmp, path);
+  } catch (err) {
+    removeFile(tmp);
+    throw err;
+  }
+}
+
+/** Removes a directory tree (rarely used: off the hot path). */
+export function removeTree(path: string): void {
+  fs.rmSync(path, { recursive: true, force: true });
+}
