@@ -1,0 +1,91 @@
+// The one place that runs the kernel-facing tools (ip, bridge, nsenter, ...).
+// Always argv arrays, never a shell. A namespace is entered by path with
+// nsenter, so CNI_NETNS may be a named netns, containerd's /run/netns/cni-...
+// or /proc/<pid>/ns/net. Tests swap the runner to record the command lines.
+import { spawn } from 'node:child_process';
+
+export interface RunResult {
+  stdout: string;
+  stderr: string;
+  code: number;
+}
+
+export type Runner = (argv: readonly string[], input?: string) => Promise<RunResult>;
+
+export class CommandError extends Error {
+  constructor(
+    readonly argv: readonly string[],
+    readonly result: RunResult,
+    readonly input?: string,
+  ) {
+    super(`${argv.join(' ')} failed (exit ${result.code}): ${result.stderr.trim() || result.stdout.trim()}`);
+    this.name = 'CommandError';
+  }
+}
+
+export const spawnRunner: Runner = (argv, input) =>
+  new Promise((resolve, reject) => {
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code) =>
+      resolve({ stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), code: code ?? 1 }),
+    );
+    child.stdin.on('error', () => {});
+    child.stdin.end(input ?? '');
+  });
+
+let runner: Runner = spawnRunner;
+
+/** Replaces the runner (tests record or fake command lines); returns the previous one. */
+export function setRunner(next: Runner): Runner {
+  const prev = runner;
+  runner = next;
+  return prev;
+}
+
+export interface ExecOptions {
+  /** Network namespace path to run in; the plugin's own namespace when absent. */
+  netns?: string;
+  /** Text for the command's stdin (batch input). */
+  input?: string;
+  /** Exit codes other than 0 that are not failures. */
+  allow?: readonly number[];
+}
+
+/** argv with the namespace entered by path. */
+export function inNetns(argv: readonly string[], netns?: string): string[] {
+  return netns ? ['nsenter', `--net=${netns}`, '--', ...argv] : [...argv];
+}
+
+/** Runs a command; fails with CommandError on an unexpected exit code. */
+export async function exec(argv: readonly string[], opts: ExecOptions = {}): Promise<RunResult> {
+  const full = inNetns(argv, opts.netns);
+  const result = await runner(full, opts.input);
+  if (result.code !== 0 && !opts.allow?.includes(result.code)) throw new CommandError(full, result, opts.input);
+  return result;
+}
+
+/**
+ * Runs many `ip` (or `bridge`) commands in one process with -batch. Each line
+ * is an argv without the program name; words must not contain whitespace
+ * (names and addresses are validated before they get here).
+ */
+export async function batch(program: 'ip' | 'bridge', lines: readonly (readonly string[])[], opts: ExecOptions = {}): Promise<void> {
+  if (lines.length === 0) return;
+  for (const line of lines) {
+    for (const word of line) {
+      if (word === '' || /\s|"|'|\\/.test(word)) throw new Error(`unsafe word in ${program} batch: ${JSON.stringify(word)}`);
+    }
+  }
+  await exec([program, '-batch', '-'], { ...opts, input: lines.map((l) => l.join(' ')).join('\n') + '\n' });
+}
+
+/** Runs `ip -json ...` and parses the output. */
+export async function ipJson<T = unknown>(args: readonly string[], opts: ExecOptions = {}): Promise<T> {
+  const { stdout } = await exec(['ip', '-json', ...args], opts);
+  return (stdout.trim() ? JSON.parse(stdout) : []) as T;
+}

@@ -1,0 +1,87 @@
+// Shared helpers for integration tests: run a plugin bundle exactly as a
+// runtime does (env + config on stdin), and make throwaway state.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(__dirname, '../..');
+export const OUR_BIN = join(ROOT, 'bin');
+export const GO_BIN = '/usr/lib/cni';
+
+export interface PluginRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** stdout parsed as JSON, when it is JSON. */
+  json: any;
+}
+
+export interface PluginEnv {
+  CNI_COMMAND: string;
+  CNI_CONTAINERID?: string;
+  CNI_NETNS?: string;
+  CNI_IFNAME?: string;
+  CNI_ARGS?: string;
+  CNI_PATH?: string;
+  [key: string]: string | undefined;
+}
+
+/** Runs a plugin executable with a clean CNI environment and `conf` on stdin. */
+export function runPlugin(file: string, env: PluginEnv, conf: unknown): Promise<PluginRun> {
+  return new Promise((resolvePromise, reject) => {
+    const fullEnv: Record<string, string> = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+    for (const [k, v] of Object.entries(env)) if (v !== undefined) fullEnv[k] = v;
+    const child = spawn(file, [], { env: fullEnv, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const stdout = Buffer.concat(out).toString();
+      let json: unknown;
+      try {
+        json = stdout.trim() ? JSON.parse(stdout) : undefined;
+      } catch {
+        json = undefined;
+      }
+      resolvePromise({ code: code ?? -1, stdout, stderr: Buffer.concat(err).toString(), json });
+    });
+    child.stdin.on('error', () => {});
+    child.stdin.end(typeof conf === 'string' ? conf : JSON.stringify(conf));
+  });
+}
+
+/** A temporary directory removed by the returned cleanup function. */
+export function tempDir(prefix: string): { path: string; remove: () => void } {
+  const path = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** Runs a command synchronously (test set-up only), returning stdout. */
+export function sh(argv: string[], input?: string): string {
+  return execFileSync(argv[0], argv.slice(1), { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+/** A named network namespace for one test file; `remove` is safe to call twice. */
+export function makeNetns(name: string): { name: string; path: string; remove: () => void } {
+  try {
+    sh(['ip', 'netns', 'del', name]);
+  } catch {
+    // not there: fine
+  }
+  sh(['ip', 'netns', 'add', name]);
+  sh(['ip', '-n', name, 'link', 'set', 'lo', 'up']);
+  return {
+    name,
+    path: `/var/run/netns/${name}`,
+    remove: () => {
+      try {
+        sh(['ip', 'netns', 'del', name]);
+      } catch {
+        // already gone
+      }
+    },
+  };
+}
