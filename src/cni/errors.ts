@@ -43,7 +43,9 @@ export function asCniError(err: unknown): CniError {
     return new CniError(ErrorCode.IOFailure, `${e.syscall} ${e.path ?? ''}: ${e.code}`.trim(), e.message);
   }
   const message = err instanceof Error ? err.message : String(err);
-  return new CniError(ErrorCode.Internal, message, err instanceof Error && err.stack ? err.stack : '');
+  const wrapped = new CniError(ErrorCode.Internal, message, err instanceof Error ? `${err.name}: ${err.message}` : '');
+  wrapped.cause = err; // the stack goes to stderr, never into the object on stdout
+  return wrapped;
 }
 
 export const invalidConfig = (msg: string, details = '') =>

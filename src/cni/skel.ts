@@ -73,7 +73,8 @@ export async function handle(plugin: PluginHandlers, env: NodeJS.ProcessEnv, std
     return { stdout: '', exitCode: 0 };
   } catch (err) {
     const e = asCniError(err);
-    process.stderr.write(`${plugin.name}: ${e.message}${e.details ? `\n${e.details}` : ''}\n`);
+    const stack = e.cause instanceof Error ? e.cause.stack : undefined;
+    process.stderr.write(`${plugin.name}: ${e.message}${e.details ? ` (${e.details})` : ''}\n${stack ? stack + '\n' : ''}`);
     return { stdout: print(e.toJSON(version)), exitCode: 1 };
   }
 }

@@ -1,6 +1,6 @@
 // host-local configuration: the reference's fields and defaults, and the
 // validation it misses. Every error names the field it rejects.
-import { isAbsolute, normalize } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { Json, NetConf, optArray, optObject, optString } from '../cni/config';
 import type { CniArgs } from '../cni/args';
@@ -32,7 +32,7 @@ function parseDataDir(ipam: Json): string {
   const dir = optString(ipam, 'dataDir', 'ipam.') || DEFAULT_DATA_DIR;
   if (!isAbsolute(dir)) throw invalidConfig(`field "ipam.dataDir" must be an absolute path, got ${JSON.stringify(dir)}`);
   if (dir.includes('\0')) throw invalidConfig('field "ipam.dataDir" contains a NUL byte');
-  return normalize(dir);
+  return resolve(dir);
 }
 
 export function loadIpamConfig(conf: NetConf, args: CniArgs): IpamConfig {

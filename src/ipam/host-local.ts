@@ -1,6 +1,5 @@
 // The host-local IPAM plugin: ADD, DEL, CHECK, GC and STATUS.
 import * as fs from 'node:fs';
-import { dirname } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors';
 import { optInt, optObject } from '../cni/config';
 import { parseResult, Result } from '../cni/result';
@@ -105,15 +104,8 @@ async function status(req: Request): Promise<void> {
   const pool = new NetworkPool(cfg.dataDir, cfg.network);
   const unavailable = (why: string) => new CniError(ErrorCode.PluginNotAvailable, `network ${cfg.network}: ${why}`);
 
-  let dir = pool.store.dir;
-  while (!fs.existsSync(dir)) dir = dirname(dir);
-  try {
-    fs.accessSync(dir, fs.constants.W_OK);
-  } catch (err) {
-    throw unavailable(`state directory ${dir} is not writable (${(err as NodeJS.ErrnoException).code})`);
-  }
-  const st = fs.statfsSync(dir);
-  if (st.bfree === 0 || st.ffree === 0) throw unavailable(`the filesystem of ${dir} is full`);
+  const problem = pool.probeWritable();
+  if (problem) throw unavailable(problem);
 
   const used = new Map<number, bigint>();
   const names = fs.existsSync(pool.store.dir) ? fs.readdirSync(pool.store.dir) : [];

@@ -1,5 +1,6 @@
 // One network's addresses: the Go-format store, our attachment index and the
 // lock that serialises every call on the network, put together.
+import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
 import { DiskStore, Owner, ownerEquals } from './disk';
@@ -44,6 +45,20 @@ export class NetworkPool {
         this.store.discardStaged();
       }
     });
+  }
+
+  /** Why state cannot be written here (STATUS), or undefined when it can: a real write, not a permission guess. */
+  probeWritable(): string | undefined {
+    const probe = join(this.metaDir, `status-probe.${process.pid}`);
+    try {
+      ensureDir(this.metaDir);
+      fs.writeFileSync(probe, 'ok', { mode: 0o600 });
+      fs.unlinkSync(probe);
+      return undefined;
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      return `cannot write state under ${this.metaDir}: ${e.code ?? e.message}`;
+    }
   }
 
   /** What `owner` holds, each address checked against its file (the index is only a hint). */
