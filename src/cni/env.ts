@@ -16,6 +16,15 @@ export interface Invocation {
   path: string[];
 }
 
+/**
+ * Whether this process was started as a CNI plugin rather than by a person:
+ * CNI_COMMAND set (even empty), or any other CNI_* variable present, so a
+ * runtime that forgot CNI_COMMAND gets an error object, not a help page.
+ */
+export function isCniInvocation(env: NodeJS.ProcessEnv): boolean {
+  return 'CNI_COMMAND' in env || Object.keys(env).some((k) => k.startsWith('CNI_'));
+}
+
 const REQUIRED: Record<Command, readonly string[]> = {
   ADD: ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME'],
   CHECK: ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME'],

@@ -56,6 +56,8 @@ export function allocate(
         done.push({ set, ip: want ? reserveRequested(store, set, want, owner) : reserveNext(store, set, owner), fresh: true });
       }
     }
+    // Only once every set succeeded, so a failed ADD leaves the round-robin where it was.
+    for (const a of done) if (a.fresh) store.setLastReserved(a.set.index, a.ip);
     return done;
   } catch (err) {
     for (const a of done) if (a.fresh) store.release(a.ip);
@@ -69,16 +71,12 @@ function reserveRequested(store: ReservationBackend, set: RangeSet, ip: IP, owne
     const who = holder ? `container ${ownerToString(holder)}` : 'an unreadable reservation';
     throw new CniError(ErrorCode.Internal, `requested IP ${ip} is already reserved by ${who} (range set ${set})`);
   }
-  store.setLastReserved(set.index, ip);
   return ip;
 }
 
 function reserveNext(store: ReservationBackend, set: RangeSet, owner: Owner): IP {
   for (const { ip } of set.candidates(store.lastReserved(set.index))) {
-    if (store.reserve(ip, owner)) {
-      store.setLastReserved(set.index, ip);
-      return ip;
-    }
+    if (store.reserve(ip, owner)) return ip;
   }
   throw new CniError(ErrorCode.Internal, `no IP addresses available in range set ${set}`);
 }

@@ -1,0 +1,385 @@
+// host-local as a runtime runs it: the built bundle, env + config on stdin.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { GO_BIN, OUR_BIN, PluginEnv, runPlugin, sh, tempDir } from './helpers';
+
+const OURS = join(OUR_BIN, 'host-local');
+const GO = join(GO_BIN, 'host-local');
+const VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'];
+
+let tmp: ReturnType<typeof tempDir>;
+let dataDir: string;
+beforeEach(() => {
+  tmp = tempDir('hl');
+  dataDir = join(tmp.path, 'data');
+});
+afterEach(() => tmp.remove());
+
+function conf(ipam: object = {}, extra: object = {}) {
+  return {
+    cniVersion: '1.1.0',
+    name: 'hlnet',
+    type: 'host-local',
+    ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: '10.70.0.0/24' }], [{ subnet: 'fd70::/64' }]], ...ipam },
+    ...extra,
+  };
+}
+const env = (command: string, id = 'ctr1', ifname = 'eth0', more: Partial<PluginEnv> = {}): PluginEnv => ({
+  CNI_COMMAND: command,
+  CNI_CONTAINERID: id,
+  CNI_NETNS: '/var/run/netns/unused',
+  CNI_IFNAME: ifname,
+  CNI_PATH: OUR_BIN,
+  ...more,
+});
+const netDir = () => join(dataDir, 'hlnet');
+const files = () => (fs.existsSync(netDir()) ? fs.readdirSync(netDir()).sort() : []);
+const addresses = (json: any) => (json.ips ?? []).map((i: any) => i.address);
+
+/**
+ * Every file under `root` with its content: to prove a failed call changed
+ * nothing. The index stamp (a cache of the directory's mtime) is left out.
+ */
+function snapshot(root: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!fs.existsSync(root)) return out;
+  for (const name of fs.readdirSync(root, { recursive: true }) as string[]) {
+    if (name.endsWith('/stamp')) continue;
+    const p = join(root, name);
+    const st = fs.lstatSync(p);
+    out[name] = st.isDirectory() ? '<dir>' : st.isFIFO() ? '<fifo>' : fs.readFileSync(p, 'utf8');
+  }
+  return out;
+}
+
+describe('spec matrix', () => {
+  it.each(VERSIONS)('cniVersion %s: ADD prints its result form, DEL releases', async (v) => {
+    const c = conf({}, { cniVersion: v });
+    const add = await runPlugin(OURS, env('ADD'), c);
+    expect(add.code, add.stdout + add.stderr).toBe(0);
+    expect(add.json.cniVersion).toBe(v);
+    if (v === '0.1.0' || v === '0.2.0') {
+      expect(add.json.ip4).toEqual({ ip: '10.70.0.2/24', gateway: '10.70.0.1' });
+      expect(add.json.ip6).toEqual({ ip: 'fd70::2/64', gateway: 'fd70::1' });
+    } else {
+      expect(addresses(add.json)).toEqual(['10.70.0.2/24', 'fd70::2/64']);
+      const versions = add.json.ips.map((i: any) => i.version);
+      expect(versions).toEqual(v.startsWith('1.') ? [undefined, undefined] : ['4', '6']);
+    }
+    const check = await runPlugin(OURS, env('CHECK'), c);
+    expect(check.code === 0, check.stdout).toBe(v >= '0.4.0');
+    if (v < '0.4.0') expect(check.json.code).toBe(1);
+    const del = await runPlugin(OURS, env('DEL'), c);
+    expect(del.code, del.stdout).toBe(0);
+    expect(del.stdout).toBe('');
+    expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toEqual([]);
+    for (const cmd of ['GC', 'STATUS']) {
+      const r = await runPlugin(OURS, { CNI_COMMAND: cmd }, { ...c, 'cni.dev/valid-attachments': [] });
+      expect(r.code === 0, `${cmd} ${r.stdout}`).toBe(v === '1.1.0');
+      if (v !== '1.1.0') expect(r.json.code).toBe(1);
+    }
+  });
+
+  it('VERSION needs no other variable and lists all versions', async () => {
+    const r = await runPlugin(OURS, { CNI_COMMAND: 'VERSION' }, { cniVersion: '0.4.0' });
+    expect(r.json).toEqual({ cniVersion: '0.4.0', supportedVersions: VERSIONS });
+  });
+
+  it('the bundle runs alone, copied into an empty directory', async () => {
+    const lone = join(tmp.path, 'alone');
+    fs.mkdirSync(lone);
+    fs.copyFileSync(OURS, join(lone, 'host-local'));
+    fs.chmodSync(join(lone, 'host-local'), 0o755);
+    const r = await runPlugin(join(lone, 'host-local'), env('ADD'), conf());
+    expect(r.code, r.stderr).toBe(0);
+    expect(sh([join(lone, 'host-local'), '--version']).trim()).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(sh([join(lone, 'host-local'), '--help'])).toMatch(/ls \[options\] \[network\]/);
+  });
+});
+
+describe('ADD', () => {
+  it('is idempotent for an attachment that already holds addresses', async () => {
+    const first = await runPlugin(OURS, env('ADD'), conf());
+    const again = await runPlugin(OURS, env('ADD'), conf());
+    expect(again.code).toBe(0);
+    expect(addresses(again.json)).toEqual(addresses(first.json));
+    expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toHaveLength(2);
+  });
+
+  it('writes the Go format byte for byte, and routes and dns as configured', async () => {
+    const resolv = join(tmp.path, 'resolv.conf');
+    fs.writeFileSync(resolv, '# comment\nnameserver 10.70.0.53\nsearch a.example b.example\noptions ndots:2\ndomain example\n');
+    const r = await runPlugin(OURS, env('ADD', 'ctr-x', 'net1'), conf({ routes: [{ dst: '0.0.0.0/0' }], resolvConf: resolv }));
+    expect(r.json.routes).toEqual([{ dst: '0.0.0.0/0' }]);
+    expect(r.json.dns).toEqual({ nameservers: ['10.70.0.53'], domain: 'example', search: ['a.example', 'b.example'], options: ['ndots:2'] });
+    expect(fs.readFileSync(join(netDir(), '10.70.0.2'), 'utf8')).toBe('ctr-x\r\nnet1');
+    expect(fs.readFileSync(join(netDir(), 'last_reserved_ip.0'), 'utf8')).toBe('10.70.0.2');
+    expect(fs.readFileSync(join(netDir(), 'last_reserved_ip.1'), 'utf8')).toBe('fd70::2');
+    expect(fs.statSync(join(netDir(), '10.70.0.2')).mode & 0o777).toBe(0o600);
+  });
+
+  it('honours requested addresses from CNI_ARGS, args and runtimeConfig', async () => {
+    const r1 = await runPlugin(OURS, env('ADD', 'a', 'eth0', { CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAME=p;IP=10.70.0.77' }), conf());
+    expect(addresses(r1.json)).toEqual(['10.70.0.77/24', 'fd70::2/64']);
+    const r2 = await runPlugin(OURS, env('ADD', 'b'), conf({}, { args: { cni: { ips: ['10.70.0.78'] } } }));
+    expect(addresses(r2.json)[0]).toBe('10.70.0.78/24');
+    const r3 = await runPlugin(OURS, env('ADD', 'c'), conf({}, { runtimeConfig: { ips: ['fd70::99/64'] } }));
+    expect(addresses(r3.json)[1]).toBe('fd70::99/64');
+  });
+
+  it('a requested address already taken names the owner, and changes nothing', async () => {
+    await runPlugin(OURS, env('ADD', 'owner-ctr'), conf({}, { args: { cni: { ips: ['10.70.0.9'] } } }));
+    const before = snapshot(dataDir);
+    const r = await runPlugin(OURS, env('ADD', 'other'), conf({}, { args: { cni: { ips: ['10.70.0.9'] } } }));
+    expect(r.code).not.toBe(0);
+    expect(r.json.msg).toMatch(/10.70.0.9 is already reserved by container owner-ctr \(eth0\)/);
+    expect(snapshot(dataDir)).toEqual(before);
+  });
+
+  it('exhaustion names the range set and rolls back the other sets', async () => {
+    const tiny = conf({ ranges: [[{ subnet: '10.70.0.0/24' }], [{ subnet: '10.71.0.0/30' }]] });
+    expect((await runPlugin(OURS, env('ADD', 'a'), tiny)).code).toBe(0);
+    const before = snapshot(dataDir);
+    const r = await runPlugin(OURS, env('ADD', 'b'), tiny);
+    expect(r.json.msg).toMatch(/no IP addresses available in range set 10.71.0.1-10.71.0.2/);
+    expect(snapshot(dataDir)).toEqual(before);
+  });
+
+  it('hands out addresses round-robin, skipping the gateway, wrapping at the end', async () => {
+    const small = conf({ ranges: [[{ subnet: '10.70.0.0/29', gateway: '10.70.0.3' }]] });
+    const got: string[] = [];
+    for (let i = 0; i < 5; i++) got.push(addresses((await runPlugin(OURS, env('ADD', `c${i}`), small)).json)[0]);
+    expect(got).toEqual(['10.70.0.1/29', '10.70.0.2/29', '10.70.0.4/29', '10.70.0.5/29', '10.70.0.6/29']);
+    await runPlugin(OURS, env('DEL', 'c1'), small);
+    expect(addresses((await runPlugin(OURS, env('ADD', 'c9'), small)).json)).toEqual(['10.70.0.2/29']);
+  });
+});
+
+describe('DEL', () => {
+  it('succeeds when nothing is held, when the directory is missing, and without ranges', async () => {
+    expect((await runPlugin(OURS, env('DEL'), conf())).code).toBe(0);
+    expect(fs.existsSync(dataDir)).toBe(false); // and created nothing
+    await runPlugin(OURS, env('ADD'), conf());
+    const noRanges = { cniVersion: '1.0.0', name: 'hlnet', ipam: { type: 'host-local', dataDir } };
+    const r = await runPlugin(OURS, env('DEL', 'ctr1', 'eth0', { CNI_NETNS: undefined }), noRanges);
+    expect(r.code, r.stdout).toBe(0);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+  });
+
+  it('releases legacy files that hold only the container ID', async () => {
+    fs.mkdirSync(netDir(), { recursive: true });
+    fs.writeFileSync(join(netDir(), '10.70.0.33'), 'legacy-ctr');
+    await runPlugin(OURS, env('ADD', 'someone-else'), conf()); // the index is built with the legacy file in it
+    const r = await runPlugin(OURS, env('DEL', 'legacy-ctr'), conf());
+    expect(r.code).toBe(0);
+    expect(files()).not.toContain('10.70.0.33');
+  });
+});
+
+describe('CHECK', () => {
+  it('passes for held addresses and names the drift otherwise', async () => {
+    const add = await runPlugin(OURS, env('ADD'), conf());
+    expect((await runPlugin(OURS, env('CHECK'), conf({}, { prevResult: add.json }))).code).toBe(0);
+    const wrong = { ...add.json, ips: [{ address: '10.70.0.200/24' }] };
+    const r = await runPlugin(OURS, env('CHECK'), conf({}, { prevResult: wrong }));
+    expect(r.code).not.toBe(0);
+    expect(r.json.msg).toMatch(/10.70.0.200 from prevResult is not reserved for ctr1 \(eth0\)/);
+    const none = await runPlugin(OURS, env('CHECK', 'nobody'), conf());
+    expect(none.json.msg).toMatch(/no address is reserved for nobody \(eth0\)/);
+  });
+});
+
+describe('GC', () => {
+  it('releases attachments that are not valid, and torn files, and nothing else', async () => {
+    for (const id of ['keep', 'drop']) await runPlugin(OURS, env('ADD', id), conf());
+    fs.writeFileSync(join(netDir(), '10.70.0.50'), ''); // torn: an empty reservation, long ago
+    fs.utimesSync(join(netDir(), '10.70.0.50'), new Date(0), new Date(0));
+    fs.writeFileSync(join(netDir(), '10.70.0.51'), 'legacy-keep');
+    fs.writeFileSync(join(netDir(), 'lock'), '');
+    const r = await runPlugin(OURS, { CNI_COMMAND: 'GC' }, conf({}, {
+      'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }, { containerID: 'legacy-keep', ifname: 'eth0' }],
+    }));
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(files()).toEqual(['10.70.0.2', '10.70.0.51', 'fd70::2', 'last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
+    // the index was rebuilt: DEL of the kept one still finds its addresses
+    await runPlugin(OURS, env('DEL', 'keep'), conf());
+    expect(files()).toEqual(['10.70.0.51', 'last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
+  });
+
+  it('reads the older cni.dev/attachments key and refuses a config with neither', async () => {
+    await runPlugin(OURS, env('ADD', 'x'), conf());
+    expect((await runPlugin(OURS, { CNI_COMMAND: 'GC' }, conf({}, { 'cni.dev/attachments': [{ containerID: 'x', ifname: 'eth0' }] }))).code).toBe(0);
+    expect(files()).toContain('10.70.0.2');
+    const r = await runPlugin(OURS, { CNI_COMMAND: 'GC' }, conf());
+    expect(r.json.code).toBe(7);
+    expect(r.json.msg).toMatch(/cni.dev\/valid-attachments/);
+    expect(files()).toContain('10.70.0.2');
+  });
+});
+
+describe('STATUS', () => {
+  it('is available, then code 50 when a range set is full or state cannot be written', async () => {
+    const tiny = conf({ ranges: [[{ subnet: '10.72.0.0/30' }]] });
+    expect((await runPlugin(OURS, { CNI_COMMAND: 'STATUS' }, tiny)).code).toBe(0);
+    await runPlugin(OURS, env('ADD'), tiny);
+    const full = await runPlugin(OURS, { CNI_COMMAND: 'STATUS' }, tiny);
+    expect(full.json.code).toBe(50);
+    expect(full.json.msg).toMatch(/no free addresses in range set 10.72.0.1-10.72.0.2/);
+    const file = join(tmp.path, 'a-file');
+    fs.writeFileSync(file, '');
+    const broken = await runPlugin(OURS, { CNI_COMMAND: 'STATUS' }, conf({ dataDir: join(file, 'sub') }));
+    expect(broken.json.code).toBe(50);
+    expect(broken.json.msg).toMatch(/cannot write state/);
+  });
+});
+
+describe('interop with the Go host-local on one dataDir', () => {
+  it('Go ADDs, we CHECK, list and DEL; then we ADD and Go CHECKs and DELs', async () => {
+    const goAdd = await runPlugin(GO, env('ADD', 'go-ctr'), conf({}, { cniVersion: '1.0.0' }));
+    expect(goAdd.code, goAdd.stdout).toBe(0);
+    expect(addresses(goAdd.json)).toEqual(['10.70.0.2/24', 'fd70::2/64']);
+    expect((await runPlugin(OURS, env('CHECK', 'go-ctr'), conf({}, { prevResult: goAdd.json }))).code).toBe(0);
+    const ls = JSON.parse(sh([OURS, 'ls', '--data-dir', dataDir, '--json']));
+    expect(ls.map((r: any) => [r.ip, r.containerID, r.ifname])).toEqual([
+      ['10.70.0.2', 'go-ctr', 'eth0'],
+      ['fd70::2', 'go-ctr', 'eth0'],
+    ]);
+    // ours continues Go's round-robin, then releases Go's reservation
+    const ourAdd = await runPlugin(OURS, env('ADD', 'ts-ctr'), conf());
+    expect(addresses(ourAdd.json)).toEqual(['10.70.0.3/24', 'fd70::3/64']);
+    expect((await runPlugin(OURS, env('DEL', 'go-ctr'), conf())).code).toBe(0);
+    expect(files()).not.toContain('10.70.0.2');
+    // Go reads ours: CHECK (it looks for any file of the container) and DEL
+    expect((await runPlugin(GO, env('CHECK', 'ts-ctr'), conf({}, { cniVersion: '1.0.0' }))).code).toBe(0);
+    expect((await runPlugin(GO, env('DEL', 'ts-ctr'), conf({}, { cniVersion: '1.0.0' }))).code).toBe(0);
+    expect(files().filter((f) => !f.startsWith('last_reserved_ip.') && f !== 'lock')).toEqual([]);
+    // and we notice Go's changes: an ADD by Go after ours is found by our DEL
+    await runPlugin(GO, env('ADD', 'go-2'), conf({}, { cniVersion: '1.0.0' }));
+    expect((await runPlugin(OURS, env('DEL', 'go-2'), conf())).code).toBe(0);
+    expect(files().filter((f) => !f.startsWith('last_reserved_ip.') && f !== 'lock')).toEqual([]);
+  });
+});
+
+describe('concurrency and crashes', () => {
+  it('32 concurrent ADDs get 32 distinct addresses; 32 DELs leave only lock and last_reserved_ip.*', async () => {
+    const c = conf({ ranges: [[{ subnet: '10.73.0.0/24' }]] });
+    const adds = await Promise.all(Array.from({ length: 32 }, (_, i) => runPlugin(OURS, env('ADD', `par${i}`), c)));
+    for (const a of adds) expect(a.code, a.stdout + a.stderr).toBe(0);
+    const ips = adds.map((a) => addresses(a.json)[0]);
+    expect(new Set(ips).size).toBe(32);
+    const dels = await Promise.all(Array.from({ length: 32 }, (_, i) => runPlugin(OURS, env('DEL', `par${i}`), c)));
+    for (const d of dels) expect(d.code, d.stdout).toBe(0);
+    expect(files().filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip.'))).toEqual([]);
+  });
+
+  it('waits a bounded time for a held lock, then answers code 11 and changes nothing', async () => {
+    await runPlugin(OURS, env('ADD', 'first'), conf());
+    const lock = join(dataDir, '.cni-ts', 'hlnet', 'lock');
+    fs.mkdirSync(lock); // held by "someone": proper-lockfile's lock is this directory
+    const before = snapshot(dataDir);
+    const started = Date.now();
+    const r = await runPlugin(OURS, env('ADD', 'second'), conf({ lockTimeoutMs: 700 }));
+    expect(r.json.code).toBe(11);
+    expect(r.json.msg).toMatch(/timed out after 700 ms waiting for the lock/);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(snapshot(dataDir)).toEqual(before);
+    fs.rmdirSync(lock);
+  });
+
+  it('a process killed holding the lock leaves neither a stuck lock nor a torn file', async () => {
+    await runPlugin(OURS, env('ADD', 'first'), conf());
+    // A FIFO as last_reserved_ip.0 makes the next ADD block inside the lock.
+    const fifo = join(netDir(), 'last_reserved_ip.0');
+    fs.unlinkSync(fifo);
+    sh(['mkfifo', fifo]);
+    const child = spawn(OURS, [], { env: { ...env('ADD', 'victim'), PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
+    const closed = new Promise((r) => child.on('close', r));
+    child.stdin.end(JSON.stringify(conf()));
+    const lock = join(dataDir, '.cni-ts', 'hlnet', 'lock');
+    for (let i = 0; i < 100 && !fs.existsSync(lock); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(fs.existsSync(lock)).toBe(true);
+    child.kill('SIGKILL');
+    await closed;
+    fs.unlinkSync(fifo);
+    expect(fs.existsSync(lock)).toBe(true); // left behind by the killed call
+    const r = await runPlugin(OURS, env('ADD', 'after'), conf()); // default wait (10 s) > stale time (5 s)
+    expect(r.code, r.stdout).toBe(0);
+    for (const f of files().filter((n) => /^[0-9a-f.:]+$/.test(n) && !n.startsWith('last'))) {
+      expect(fs.readFileSync(join(netDir(), f), 'utf8')).toMatch(/^[a-z]+\r\neth0$/);
+    }
+  }, 30_000);
+
+  it('SIGKILL at random moments of ADD never leaves a torn reservation', async () => {
+    const c = conf({ ranges: [[{ subnet: '10.74.0.0/24' }]] });
+    let killed = 0;
+    for (let i = 0; i < 30; i++) {
+      const child = spawn(OURS, [], { env: { ...env('ADD', `k${i}`), PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
+      const closed = new Promise((r) => child.on('close', r));
+      child.stdin.end(JSON.stringify(c));
+      // node takes ~80 ms to start here: kill somewhere in start-up, the lock or the writes
+      await new Promise((r) => setTimeout(r, 60 + ((i * 7) % 70)));
+      if (child.exitCode === null && child.kill('SIGKILL')) killed++;
+      await closed;
+    }
+    expect(killed).toBeGreaterThan(0);
+    const ls = JSON.parse(sh([OURS, 'ls', '--data-dir', dataDir, '--json']));
+    expect(ls.filter((row: any) => row.torn)).toEqual([]);
+    for (const row of ls) expect(row.ifname).toBe('eth0');
+    // and the store keeps working after all that
+    const after = await runPlugin(OURS, env('ADD', 'survivor'), c);
+    expect(after.code, after.stdout).toBe(0);
+  }, 60_000);
+});
+
+describe('bad input: the right code, a message naming the field, nothing written', () => {
+  const good = () => conf();
+  const cases: [string, Partial<PluginEnv>, unknown, number, RegExp][] = [
+    ['missing CNI_COMMAND', { CNI_COMMAND: '' }, good(), 4, /CNI_COMMAND/],
+    ['unknown CNI_COMMAND', { CNI_COMMAND: 'FROB' }, good(), 4, /FROB/],
+    ['missing CNI_NETNS on ADD', { CNI_NETNS: '' }, good(), 4, /CNI_NETNS/],
+    ['bad container ID', { CNI_CONTAINERID: '../etc' }, good(), 4, /CNI_CONTAINERID/],
+    ['ifname too long', { CNI_IFNAME: 'abcdefghijklmnop' }, good(), 4, /CNI_IFNAME/],
+    ['ifname with a slash', { CNI_IFNAME: 'a/b' }, good(), 4, /CNI_IFNAME/],
+    ['unknown CNI_ARGS key', { CNI_ARGS: 'FOO=bar' }, good(), 4, /FOO/],
+    ['malformed CNI_ARGS', { CNI_ARGS: 'garbage' }, good(), 4, /CNI_ARGS/],
+    ['not JSON', {}, '{"cniVersion":', 6, /decoding/],
+    ['JSON but not an object', {}, '[1,2]', 6, /object/],
+    ['unsupported version', {}, { ...good(), cniVersion: '2.0.0' }, 1, /2.0.0/],
+    ['missing name', {}, { ...good(), name: undefined }, 7, /name/],
+    ['bad network name', {}, { ...good(), name: '../../etc' }, 7, /network name/],
+    ['missing ipam', {}, { cniVersion: '1.0.0', name: 'hlnet' }, 7, /ipam/],
+    ['relative dataDir', {}, conf({ dataDir: 'rel' }), 7, /ipam.dataDir/],
+    ['subnet too small', {}, conf({ ranges: [[{ subnet: '10.75.0.0/31' }]] }), 7, /subnet/],
+    ['start after end', {}, conf({ ranges: [[{ subnet: '10.75.0.0/24', rangeStart: '10.75.0.9', rangeEnd: '10.75.0.5' }]] }), 7, /rangeStart/],
+    ['requested IP outside ranges', { CNI_ARGS: 'IP=192.0.2.1' }, good(), 7, /192.0.2.1/],
+    ['unreadable resolvConf', {}, conf({ resolvConf: '/nonexistent/resolv.conf' }), 7, /resolvConf/],
+    ['lockTimeoutMs not a number', {}, conf({ lockTimeoutMs: 'soon' }), 7, /lockTimeoutMs/],
+  ];
+  it.each(cases)('%s', async (_name, envOverride, body, code, message) => {
+    const r = await runPlugin(OURS, { ...env('ADD'), ...envOverride } as PluginEnv, body);
+    expect(r.code).not.toBe(0);
+    expect(r.json, r.stdout).toBeDefined();
+    expect(r.json.code).toBe(code);
+    expect(r.json.msg).toMatch(message);
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+describe('ls', () => {
+  it('lists reservations with their range set from the config directory and flags torn files', async () => {
+    const confDir = join(tmp.path, 'net.d');
+    fs.mkdirSync(confDir);
+    fs.writeFileSync(join(confDir, '10-hl.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'hlnet', plugins: [{ type: 'bridge', ipam: conf().ipam }] }));
+    await runPlugin(OURS, env('ADD', 'lister'), conf());
+    fs.writeFileSync(join(netDir(), '10.70.0.99'), '');
+    const rows = JSON.parse(sh([OURS, 'ls', 'hlnet', '--data-dir', dataDir, '--conf-dir', confDir, '--json']));
+    expect(rows).toEqual([
+      { network: 'hlnet', ip: '10.70.0.2', containerID: 'lister', ifname: 'eth0', rangeSet: 0, torn: false },
+      { network: 'hlnet', ip: '10.70.0.99', containerID: null, ifname: null, rangeSet: 0, torn: true },
+      { network: 'hlnet', ip: 'fd70::2', containerID: 'lister', ifname: 'eth0', rangeSet: 1, torn: false },
+    ]);
+    expect(sh([OURS, 'ls', '--data-dir', dataDir, '--conf-dir', confDir])).toMatch(/10.70.0.99\s+-\s+-\s+0\s+TORN/);
+  });
+});
