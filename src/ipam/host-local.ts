@@ -79,23 +79,26 @@ async function gc(req: Request): Promise<void> {
   const valid = validAttachments(req.conf);
   const { network, dataDir } = loadStoreLocation(req.conf);
   const pool = new NetworkPool(dataDir, network);
-  await pool.locked({ create: false, timeoutMs: lockTimeout(req), openIndex: false }, async () => {
+  await pool.locked({ create: false, timeoutMs: lockTimeout(req) }, async () => {
     const now = Date.now();
-    const all = await pool.store.scan();
-    pool.index.invalidate();
-    const keep = all.filter((r) => {
-      const live = r.owner
+    const garbage = (await pool.store.scan()).filter((r) =>
+      r.owner
         ? r.owner.ifname === undefined
-          ? valid.hasContainer(r.owner.containerId)
-          : valid.has(r.owner.containerId, r.owner.ifname)
-        : now - r.mtimeMs < TORN_GRACE_MS;
-      if (!live) {
-        process.stderr.write(`GC releases ${r.ip} (${r.owner ? ownerToString(r.owner) : 'torn file'})\n`);
-        pool.store.release(r.ip);
-      }
-      return live;
-    });
-    await pool.index.rebuild(keep);
+          ? !valid.hasContainer(r.owner.containerId)
+          : !valid.has(r.owner.containerId, r.owner.ifname)
+        : now - r.mtimeMs >= TORN_GRACE_MS,
+    );
+    if (garbage.length === 0) return;
+    pool.index.invalidate();
+    const owners = new Map<string, Owner>();
+    for (const r of garbage) {
+      process.stderr.write(`host-local: GC releases ${r.ip} (${r.owner ? ownerToString(r.owner) : 'torn file'})\n`);
+      pool.store.release(r.ip);
+      if (r.owner) owners.set(JSON.stringify(r.owner), r.owner);
+    }
+    // Only the released attachments' entries change; the index stays valid for the rest.
+    for (const owner of owners.values()) pool.index.set(owner, []);
+    pool.index.stamp();
   });
 }
 

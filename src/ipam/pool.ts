@@ -15,8 +15,6 @@ export interface LockOptions {
   /** Create the network's directory if it does not exist (ADD); otherwise a missing one means "nothing held". */
   create: boolean;
   timeoutMs: number;
-  /** Bring the index up to date first (everything but GC, which rebuilds it anyway). */
-  openIndex?: boolean;
 }
 
 export class NetworkPool {
@@ -39,7 +37,7 @@ export class NetworkPool {
       if (!this.store.exists()) return undefined; // removed while we waited
       this.store.discardStaged(); // a call killed mid-ADD may have left one
       try {
-        if (opts.openIndex !== false) await this.index.open();
+        await this.index.open();
         return await fn();
       } finally {
         this.store.discardStaged();
