@@ -1,0 +1,193 @@
+// vxlan-flannel's node daemon and operator commands.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { baseProgram, runProgram } from './common';
+import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
+import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions, openStore } from '../flannel/store';
+
+interface StoreFlags {
+  etcdEndpoints?: string;
+  etcdPrefix: string;
+  etcdCafile?: string;
+  etcdCertfile?: string;
+  etcdKeyfile?: string;
+  etcdUsername?: string;
+  etcdPassword?: string;
+  leaseDir: string;
+}
+
+function intArg(name: string, min: number, max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    return n;
+  };
+}
+
+function storeFlags(cmd: Command): Command {
+  return cmd
+    .option('--etcd-endpoints <urls>', 'etcd endpoints, comma-separated (http://10.0.0.1:2379,...); without it, the embedded file store')
+    .option('--etcd-prefix <prefix>', 'etcd key prefix', DEFAULT_PREFIX)
+    .option('--etcd-cafile <file>', 'CA certificate for etcd TLS')
+    .option('--etcd-certfile <file>', 'client certificate for etcd TLS')
+    .option('--etcd-keyfile <file>', 'client key for etcd TLS')
+    .option('--etcd-username <name>', 'etcd user')
+    .addOption(new Option('--etcd-password <password>', 'etcd password').env('ETCD_PASSWORD'))
+    .option('--lease-dir <dir>', 'the embedded store\'s directory (when no --etcd-endpoints)', DEFAULT_LEASE_DIR);
+}
+
+function storeOptions(f: StoreFlags): StoreOptions {
+  return {
+    ...(f.etcdEndpoints ? { etcdEndpoints: f.etcdEndpoints.split(',').filter(Boolean) } : {}),
+    etcdPrefix: f.etcdPrefix,
+    leaseDir: f.leaseDir,
+    ...(f.etcdCafile ? { etcdCaFile: f.etcdCafile } : {}),
+    ...(f.etcdCertfile ? { etcdCertFile: f.etcdCertfile } : {}),
+    ...(f.etcdKeyfile ? { etcdKeyFile: f.etcdKeyfile } : {}),
+    ...(f.etcdUsername ? { etcdUsername: f.etcdUsername, etcdPassword: f.etcdPassword ?? '' } : {}),
+  };
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = baseProgram(
+    'vxlan-flannel',
+    'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
+  );
+
+  storeFlags(
+    program
+      .command('daemon')
+      .description('hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM')
+      .option('--iface <dev>', 'underlay interface (default: the default route\'s)')
+      .option('--public-ip <ip>', 'address peers reach this node at (default: the interface\'s first IPv4)')
+      .option('--subnet-file <path>', 'where to write subnet.env', DEFAULT_SUBNET_FILE)
+      .option('--ip-masq', 'write FLANNEL_IPMASQ=true (something else masquerades pod traffic; the CNI delegate then does not)', false)
+      .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
+      .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
+      .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false),
+  ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
+    const { Daemon } = await import('../flannel/daemon');
+    const d = new Daemon({
+      iface: o.iface,
+      publicIp: o.publicIp,
+      store: storeOptions(o),
+      subnetFile: o.subnetFile,
+      leaseTtlS: o.leaseTtl,
+      reconcileMs: o.reconcileInterval * 1000,
+      ipMasq: o.ipMasq,
+      releaseOnExit: o.releaseOnExit,
+    });
+    let stopping = false;
+    const stop = (sig: string) => {
+      if (stopping) return;
+      stopping = true;
+      d.log(`${sig}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP and routes stay for the next start)'}`);
+      void d.stop().then(() => process.exit(0), (err) => {
+        d.log(`stop failed: ${(err as Error).message}`);
+        process.exit(1);
+      });
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    try {
+      await d.start();
+    } catch (err) {
+      if (stopping) return;
+      d.log(`fatal: ${(err as Error).message}`);
+      await d.stop().catch(() => {});
+      process.exit(1);
+    }
+    await new Promise(() => {}); // until a signal
+  });
+
+  const network = program.command('network').description('the overlay network config (<prefix>/config)');
+  storeFlags(
+    network
+      .command('set')
+      .description('write the network config in flannel\'s schema')
+      .requiredOption('--network <cidr>', 'the overlay, e.g. 10.244.0.0/16')
+      .option('--subnet-len <n>', 'prefix length of each node\'s subnet (default 24, or smaller networks split in four)', intArg('--subnet-len', 1, 30))
+      .option('--vni <n>', 'VXLAN network identifier (default 1)', intArg('--vni', 0, 16777215))
+      .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
+      .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
+  ).action(async (o: StoreFlags & { network: string; subnetLen?: number; vni?: number; port?: number; mtu?: number }) => {
+    const { formatNetworkConfig } = await import('../flannel/netconfig');
+    const text = formatNetworkConfig({ network: o.network, subnetLen: o.subnetLen, vni: o.vni, port: o.port, mtu: o.mtu });
+    const store = await openStore(storeOptions(o));
+    try {
+      await store.setConfig(text);
+      process.stdout.write(`${text}\n`);
+    } finally {
+      await store.close();
+    }
+  });
+  storeFlags(network.command('get').description('print the network config')).action(async (o: StoreFlags) => {
+    const store = await openStore(storeOptions(o));
+    try {
+      const text = await store.getConfig();
+      if (text === undefined) throw new Error(`${store.description} has no network config`);
+      process.stdout.write(`${text}\n`);
+    } finally {
+      await store.close();
+    }
+  });
+
+  storeFlags(program.command('leases').description('list every lease in the store').option('--json', 'print JSON')).action(
+    async (o: StoreFlags & { json?: boolean }) => {
+      const store = await openStore(storeOptions(o));
+      try {
+        const { leases, bad } = await store.list();
+        const rows = leases.map((l) => ({
+          subnet: l.subnet.toString(),
+          publicIP: l.attrs.publicIP.toString(),
+          backendType: l.attrs.backendType,
+          vtepMAC: l.attrs.vtepMAC ?? null,
+          expiration: l.expiration !== undefined ? new Date(l.expiration).toISOString() : null,
+        }));
+        if (o.json) process.stdout.write(JSON.stringify({ leases: rows, bad }, null, 2) + '\n');
+        else {
+          for (const r of rows) process.stdout.write(`${r.subnet}\t${r.publicIP}\t${r.backendType}\t${r.vtepMAC ?? '-'}\t${r.expiration ?? '-'}\n`);
+          for (const b of bad) process.stdout.write(`unreadable ${b.key}: ${b.why}\n`);
+        }
+      } finally {
+        await store.close();
+      }
+    },
+  );
+
+  storeFlags(
+    program
+      .command('release')
+      .description('remove a lease from the store (a node that left without --release-on-exit)')
+      .argument('<subnet>', 'the lease\'s subnet, e.g. 10.244.3.0/24'),
+  ).action(async (subnetText: string, o: StoreFlags) => {
+    const { Prefix } = await import('../net/ip');
+    const subnet = Prefix.parse(subnetText);
+    if (!subnet || subnet.family !== 4 || subnet.hasHostBits) throw new Error(`${JSON.stringify(subnetText)} is not a subnet like 10.244.3.0/24`);
+    const store = await openStore(storeOptions(o));
+    try {
+      await store.remove(subnet);
+    } finally {
+      await store.close();
+    }
+  });
+
+  storeFlags(
+    program
+      .command('status')
+      .description('this node\'s lease and VTEP, and whether each peer\'s neighbour, FDB entry and route are in place (exit 1 when not)')
+      .option('--subnet-file <path>', 'subnet.env of this node', DEFAULT_SUBNET_FILE)
+      .option('--json', 'print JSON'),
+  ).action(async (o: StoreFlags & { subnetFile: string; json?: boolean }) => {
+    const { collectStatus, formatStatus } = await import('../flannel/status');
+    const store = await openStore(storeOptions(o));
+    try {
+      const report = await collectStatus(store, o.subnetFile);
+      process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
+      if (report.problems.length) process.exitCode = 1;
+    } finally {
+      await store.close();
+    }
+  });
+
+  await runProgram(program, argv);
+}

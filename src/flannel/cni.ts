@@ -1,0 +1,238 @@
+// The vxlan-flannel CNI plugin: flannel's CNI plugin, compatible config and
+// on-disk state, plus CHECK, GC and STATUS. Each container is handed to a
+// delegate plugin (bridge by default) with an IPAM config rendered from the
+// node's subnet.env; the rendered config is saved per container so DEL can
+// replay it even after subnet.env changed.
+//
+// This module is on the CNI path: it must stay lean (no etcd, no commander).
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
+import { Json, NetConf, optInt, optObject, optString, decodeJson } from '../cni/config';
+import { delegate, findPlugin } from '../cni/delegate';
+import { validAttachments } from '../cni/gc';
+import type { Result } from '../cni/result';
+import type { PluginHandlers, Request } from '../cni/skel';
+import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
+import { DEFAULT_SUBNET_FILE, SubnetEnv, SubnetEnvError, parseSubnetEnv, requireComplete } from './subnet-env';
+import { probeVtep } from './vtep-probe';
+
+export const DEFAULT_DATA_DIR = '/var/lib/cni/flannel';
+export const DEFAULT_SUBNET_WAIT_MS = 10_000;
+
+export interface FlannelConf {
+  subnetFile: string;
+  dataDir: string;
+  /** How long ADD/GC wait for a missing or incomplete subnet.env. */
+  subnetWaitMs: number;
+  delegate: Json;
+  ipam: Json;
+  runtimeConfig?: Json;
+}
+
+/** Reads and checks our own fields; nothing here touches the disk. */
+export function loadFlannelConf(conf: NetConf): FlannelConf {
+  const subnetFile = optString(conf, 'subnetFile') ?? DEFAULT_SUBNET_FILE;
+  const dataDir = optString(conf, 'dataDir') ?? DEFAULT_DATA_DIR;
+  if (!subnetFile.startsWith('/')) throw invalidConfig(`field "subnetFile" must be an absolute path, got ${JSON.stringify(subnetFile)}`);
+  if (!dataDir.startsWith('/')) throw invalidConfig(`field "dataDir" must be an absolute path, got ${JSON.stringify(dataDir)}`);
+  const subnetWaitMs = optInt(conf, 'subnetWaitMs', 0, 600_000) ?? DEFAULT_SUBNET_WAIT_MS;
+  const delegateConf = { ...(optObject(conf, 'delegate') ?? {}) };
+  if ('name' in delegateConf) {
+    throw invalidConfig('field "delegate.name" is not allowed: the delegate always gets the network\'s "name"');
+  }
+  if ('ipam' in delegateConf) {
+    throw invalidConfig('field "delegate.ipam" is not allowed: put IPAM settings in the top-level "ipam"; ranges and routes come from subnet.env');
+  }
+  if (delegateConf.type !== undefined && typeof delegateConf.type !== 'string') throw invalidConfig('field "delegate.type" must be a string');
+  for (const key of ['isGateway', 'ipMasq'] as const) {
+    if (delegateConf[key] !== undefined && typeof delegateConf[key] !== 'boolean') throw invalidConfig(`field "delegate.${key}" must be true or false`);
+  }
+  optInt(delegateConf, 'mtu', 68, 65535, 'delegate.');
+  const ipam = { ...(optObject(conf, 'ipam') ?? {}) };
+  if (ipam.type !== undefined && typeof ipam.type !== 'string') throw invalidConfig('field "ipam.type" must be a string');
+  if (ipam.routes !== undefined && !Array.isArray(ipam.routes)) throw invalidConfig('field "ipam.routes" must be a list');
+  const runtimeConfig = optObject(conf, 'runtimeConfig');
+  return { subnetFile, dataDir, subnetWaitMs, delegate: delegateConf, ipam, ...(runtimeConfig ? { runtimeConfig } : {}) };
+}
+
+/** The config handed to the delegate, rendered the way flannel's plugin renders it. */
+export function renderDelegate(conf: NetConf, fc: FlannelConf, env: SubnetEnv): Json {
+  const d: Json = { ...fc.delegate };
+  d.cniVersion = conf.cniVersion;
+  d.name = conf.name;
+  if (d.type === undefined) d.type = 'bridge';
+  if (d.ipMasq === undefined) d.ipMasq = !env.ipMasq;
+  if (d.mtu === undefined && env.mtu !== undefined) d.mtu = env.mtu;
+  if (d.type === 'bridge' && d.isGateway === undefined) d.isGateway = true;
+
+  const ipam: Json = { ...fc.ipam };
+  if (ipam.type === undefined) ipam.type = 'host-local';
+  const ranges: Json[][] = [];
+  if (env.subnet) ranges.push([{ subnet: env.subnet.toString() }]);
+  if (env.ipv6Subnet) ranges.push([{ subnet: env.ipv6Subnet.toString() }]);
+  ipam.ranges = ranges;
+  const routes = [...((fc.ipam.routes as Json[] | undefined) ?? [])];
+  for (const n of env.subnet ? env.networks : []) routes.push({ dst: n.toString() });
+  for (const n of env.ipv6Subnet ? env.ipv6Networks : []) routes.push({ dst: n.toString() });
+  ipam.routes = routes;
+  d.ipam = ipam;
+  if (fc.runtimeConfig) d.runtimeConfig = fc.runtimeConfig;
+  return d;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Reads subnet.env now, without waiting: the file's state as a value or a SubnetEnvError. */
+export function readSubnetEnv(path: string): SubnetEnv {
+  const text = readIfExists(path);
+  if (text === undefined) throw new SubnetEnvError(`${path} does not exist`, true);
+  const env = parseSubnetEnv(text);
+  requireComplete(env);
+  return env;
+}
+
+/**
+ * Waits (bounded) for a complete subnet.env: right after boot the daemon may
+ * not have a lease yet. A value that is present but wrong fails at once.
+ */
+export async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
+  const deadline = Date.now() + fc.subnetWaitMs;
+  for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
+    try {
+      return readSubnetEnv(fc.subnetFile);
+    } catch (err) {
+      if (!(err instanceof SubnetEnvError)) throw err;
+      if (!err.missing) throw invalidConfig(`subnet file ${fc.subnetFile} (field "subnetFile") is invalid: ${err.message}`);
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new CniError(
+          ErrorCode.TryAgainLater,
+          `no overlay lease on this node yet: ${err.message.startsWith(fc.subnetFile) ? err.message : `${err.message} in ${fc.subnetFile}`} ` +
+            `(waited ${fc.subnetWaitMs} ms; is the vxlan-flannel daemon running?)`,
+        );
+      }
+      await sleep(Math.min(left, delay));
+    }
+  }
+}
+
+const savedPath = (fc: FlannelConf, containerId: string) => join(fc.dataDir, containerId);
+
+function loadSaved(fc: FlannelConf, containerId: string): Json | undefined {
+  const file = savedPath(fc, containerId);
+  const text = readIfExists(file);
+  if (text === undefined) return undefined;
+  return decodeJson(text, `saved delegate config ${file}`);
+}
+
+/** The delegate runs with our invocation (as libcni's DelegateAdd does); CNI_COMMAND is set per call. */
+function delegateEnv(req: Request): NodeJS.ProcessEnv {
+  const { inv } = req;
+  return {
+    ...process.env,
+    CNI_CONTAINERID: inv.containerId,
+    CNI_NETNS: inv.netns,
+    CNI_IFNAME: inv.ifname,
+    CNI_ARGS: inv.rawArgs,
+    CNI_PATH: inv.path.join(':'),
+  };
+}
+
+async function add(req: Request): Promise<Result> {
+  const fc = loadFlannelConf(req.conf);
+  const env = await waitSubnetEnv(fc);
+  const conf = renderDelegate(req.conf, fc, env);
+  const type = conf.type as string;
+  findPlugin(type, req.inv.path, 'delegate.type'); // fail before anything is written
+  ensureDir(fc.dataDir, 0o700);
+  writeFileAtomic(savedPath(fc, req.inv.containerId), JSON.stringify(conf), { mode: 0o600, durable: true });
+  const result = await delegate({ command: 'ADD', type, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+  if (!result) throw new CniError(ErrorCode.Internal, `delegate "${type}" returned no result`);
+  return result;
+}
+
+async function del(req: Request): Promise<void> {
+  const fc = loadFlannelConf(req.conf);
+  const saved = loadSaved(fc, req.inv.containerId);
+  if (!saved) return; // never added, or already deleted: nothing to undo
+  const type = typeof saved.type === 'string' ? saved.type : 'bridge';
+  await delegate({ command: 'DEL', type, field: 'delegate.type', conf: saved, env: delegateEnv(req), path: req.inv.path });
+  // Only now: a failed DEL keeps the file, so the runtime's retry can still release the address.
+  removeFile(savedPath(fc, req.inv.containerId));
+}
+
+async function check(req: Request): Promise<void> {
+  const fc = loadFlannelConf(req.conf);
+  const saved = loadSaved(fc, req.inv.containerId);
+  if (!saved) {
+    throw new CniError(ErrorCode.UnknownContainer, `container ${req.inv.containerId} has no saved config in ${fc.dataDir} (was it added to network ${req.conf.name}?)`);
+  }
+  const conf: Json = { ...saved, cniVersion: req.conf.cniVersion };
+  if (req.conf.prevResult !== undefined) conf.prevResult = req.conf.prevResult;
+  const type = typeof saved.type === 'string' ? saved.type : 'bridge';
+  await delegate({ command: 'CHECK', type, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+  let env: SubnetEnv;
+  try {
+    env = readSubnetEnv(fc.subnetFile);
+  } catch (err) {
+    if (err instanceof SubnetEnvError) throw new CniError(ErrorCode.Internal, `overlay not ready: ${err.message}`);
+    throw err;
+  }
+  const problem = await probeVtep(env);
+  if (problem) throw new CniError(ErrorCode.Internal, `overlay not ready: ${problem}`);
+}
+
+async function gc(req: Request): Promise<void> {
+  const valid = validAttachments(req.conf);
+  const fc = loadFlannelConf(req.conf);
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(fc.dataDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    const file = join(fc.dataDir, name);
+    if (name.startsWith('.')) {
+      // a temp file left by a writer that died; a live one is renamed within milliseconds
+      if (name.endsWith('.tmp') && now - fs.statSync(file).mtimeMs > 60_000) removeFile(file);
+      continue;
+    }
+    if (valid.hasContainer(name)) continue;
+    let saved: Json;
+    try {
+      saved = decodeJson(fs.readFileSync(file, 'utf8'));
+    } catch {
+      continue; // not ours to judge
+    }
+    // dataDir is shared by every flannel network on the node (as in flannel): only ours go.
+    if (saved.name !== req.conf.name) continue;
+    process.stderr.write(`GC removes the saved config of ${name}\n`);
+    removeFile(file);
+  }
+  const env = await waitSubnetEnv(fc);
+  const conf = renderDelegate(req.conf, fc, env);
+  for (const key of ['cni.dev/valid-attachments', 'cni.dev/attachments']) if (key in req.conf) conf[key] = req.conf[key];
+  await delegate({ command: 'GC', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+}
+
+async function status(req: Request): Promise<void> {
+  const fc = loadFlannelConf(req.conf);
+  let env: SubnetEnv;
+  try {
+    env = readSubnetEnv(fc.subnetFile);
+  } catch (err) {
+    if (err instanceof SubnetEnvError) {
+      throw new CniError(ErrorCode.PluginNotAvailable, `no overlay lease on this node: ${err.message.startsWith(fc.subnetFile) ? err.message : `${err.message} in ${fc.subnetFile}`}`);
+    }
+    throw err;
+  }
+  const problem = await probeVtep(env);
+  if (problem) throw new CniError(ErrorCode.PluginNotAvailable, `overlay not ready: ${problem}`);
+  const conf = renderDelegate(req.conf, fc, env);
+  await delegate({ command: 'STATUS', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+}
+
+export const flannelPlugin: PluginHandlers = { name: 'vxlan-flannel', knownArgs: ['IP', 'MAC'], add, del, check, gc, status };

@@ -1,0 +1,187 @@
+// Leases in etcd (v3 API through the etcd3 client), in flannel's exact schema:
+//   <prefix>/config                      the network config JSON
+//   <prefix>/subnets/10.244.1.0-24       the lease JSON, attached to an etcd lease (TTL)
+// Loaded only by the daemon and the operator commands (dynamic import): the
+// CNI path never pays for grpc.
+import { readFileSync } from 'node:fs';
+import type { Etcd3 as Etcd3Type, IOptions } from 'etcd3';
+import type { Prefix } from '../net/ip';
+import { Lease, LeaseAttrs, decodeAttrs, encodeAttrs, parseSubnetKey, subnetKey } from './lease';
+import { DEFAULT_PREFIX, LeaseStore, ListResult, StoreOptions, StoreUnavailable } from './store';
+import { loadEtcd3 } from './etcd-client';
+
+const CALL_TIMEOUT_MS = 5000;
+
+/** Grpc/etcd3 errors that mean "cannot reach etcd right now" become StoreUnavailable. */
+function unavailable(endpoints: string, err: unknown): Error {
+  const e = err as Error & { code?: number };
+  const name = e?.constructor?.name ?? '';
+  if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
+    return new StoreUnavailable(`etcd ${endpoints} unreachable: ${e.message}`);
+  }
+  return e instanceof Error ? e : new Error(String(err));
+}
+
+export class EtcdStore implements LeaseStore {
+  readonly description: string;
+  /** etcd lease IDs we attached to our own keys, so a renewal can revoke the old one. */
+  private readonly held = new Map<string, string>();
+
+  private constructor(
+    private readonly client: Etcd3Type,
+    private readonly prefix: string,
+    private readonly endpoints: string,
+  ) {
+    this.description = `etcd ${endpoints} ${prefix}`;
+  }
+
+  static async open(opts: StoreOptions): Promise<EtcdStore> {
+    const { Etcd3 } = await loadEtcd3();
+    const hosts = (opts.etcdEndpoints ?? []).map((h) => h.trim()).filter(Boolean);
+    for (const h of hosts) {
+      if (!/^https?:\/\/[^/\s]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(h)} is not an http(s)://host:port URL`);
+    }
+    const options: IOptions = {
+      hosts,
+      dialTimeout: CALL_TIMEOUT_MS,
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + CALL_TIMEOUT_MS }),
+    };
+    if (opts.etcdCaFile) {
+      options.credentials = {
+        rootCertificate: readFileSync(opts.etcdCaFile),
+        ...(opts.etcdKeyFile ? { privateKey: readFileSync(opts.etcdKeyFile) } : {}),
+        ...(opts.etcdCertFile ? { certChain: readFileSync(opts.etcdCertFile) } : {}),
+      };
+    }
+    if (opts.etcdUsername) options.auth = { username: opts.etcdUsername, password: opts.etcdPassword ?? '' };
+    const prefix = (opts.etcdPrefix ?? DEFAULT_PREFIX).replace(/\/+$/, '');
+    if (!prefix.startsWith('/')) throw new Error(`--etcd-prefix must start with "/", got ${JSON.stringify(opts.etcdPrefix)}`);
+    return new EtcdStore(new Etcd3(options), prefix, hosts.join(','));
+  }
+
+  private key(subnet: Prefix): string {
+    return `${this.prefix}/subnets/${subnetKey(subnet)}`;
+  }
+
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw unavailable(this.endpoints, err);
+    }
+  }
+
+  getConfig(): Promise<string | undefined> {
+    return this.call(async () => (await this.client.get(`${this.prefix}/config`).string()) ?? undefined);
+  }
+
+  async setConfig(text: string): Promise<void> {
+    await this.call(() => this.client.put(`${this.prefix}/config`).value(text).exec());
+  }
+
+  async list(): Promise<ListResult> {
+    const res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
+    const out: ListResult = { leases: [], bad: [] };
+    for (const kv of res.kvs) {
+      const name = kv.key.toString().slice(this.prefix.length + '/subnets/'.length);
+      const subnet = parseSubnetKey(name);
+      if (!subnet) {
+        out.bad.push({ key: name, why: 'the key is not a subnet like 10.244.1.0-24' });
+        continue;
+      }
+      try {
+        const lease: Lease = { subnet, attrs: decodeAttrs(kv.value.toString()) };
+        out.leases.push(lease);
+      } catch (err) {
+        out.bad.push({ key: name, why: (err as Error).message });
+      }
+    }
+    return out;
+  }
+
+  private async grant(ttlS: number): Promise<string> {
+    const res = await this.client.leaseClient.leaseGrant({ TTL: ttlS, ID: 0 });
+    return String(res.ID);
+  }
+
+  private async revoke(id: string | undefined): Promise<void> {
+    if (!id) return;
+    try {
+      await this.client.leaseClient.leaseRevoke({ ID: id });
+    } catch {
+      // already expired or revoked: nothing holds it
+    }
+  }
+
+  async create(subnet: Prefix, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+    return this.call(async () => {
+      const id = await this.grant(ttlS);
+      const key = this.key(subnet);
+      const res = await this.client
+        .if(key, 'Create', '==', 0)
+        .then(this.client.put(key).value(encodeAttrs(attrs)).lease(id))
+        .commit();
+      if (!res.succeeded) {
+        await this.revoke(id);
+        return false;
+      }
+      this.held.set(key, id);
+      return true;
+    });
+  }
+
+  async renew(subnet: Prefix, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
+    return this.call(async () => {
+      const id = await this.grant(ttlS);
+      const key = this.key(subnet);
+      const put = this.client.put(key).value(encodeAttrs(attrs)).lease(id);
+      const txn =
+        expectedValue === undefined ? this.client.if(key, 'Create', '>', 0) : this.client.if(key, 'Value', '==', expectedValue);
+      const res = await txn.then(put).commit();
+      if (!res.succeeded) {
+        await this.revoke(id);
+        return false;
+      }
+      // The key now hangs on the new etcd lease; the old one would only expire.
+      await this.revoke(this.held.get(key));
+      this.held.set(key, id);
+      return true;
+    });
+  }
+
+  async remove(subnet: Prefix): Promise<void> {
+    const key = this.key(subnet);
+    await this.call(() => this.client.delete().key(key).exec());
+    await this.revoke(this.held.get(key));
+    this.held.delete(key);
+  }
+
+  watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void {
+    let stopped = false;
+    let watcher: Awaited<ReturnType<ReturnType<Etcd3Type['watch']>['create']>> | undefined;
+    const start = async (delay: number): Promise<void> => {
+      if (stopped) return;
+      try {
+        watcher = await this.client.watch().prefix(`${this.prefix}/subnets/`).create();
+        watcher.on('put', (kv) => onChange(`etcd put ${kv.key.toString()}`));
+        watcher.on('delete', (kv) => onChange(`etcd delete ${kv.key.toString()}`));
+        watcher.on('connected', () => onChange('etcd watch (re)connected'));
+        watcher.on('disconnected', (err) => onError(unavailable(this.endpoints, err)));
+        watcher.on('error', (err) => onError(unavailable(this.endpoints, err)));
+        if (stopped) await watcher.cancel();
+      } catch (err) {
+        onError(unavailable(this.endpoints, err));
+        setTimeout(() => void start(Math.min(delay * 2, 30_000)), delay).unref();
+      }
+    };
+    void start(1000);
+    return () => {
+      stopped = true;
+      void watcher?.cancel().catch(() => {});
+    };
+  }
+
+  async close(): Promise<void> {
+    this.client.close();
+  }
+}

@@ -1,0 +1,167 @@
+// The embedded lease store: a directory that several daemons on one machine
+// (or node namespaces sharing a filesystem) use instead of etcd.
+//
+//   <dir>/config                 the network config, the same JSON as <prefix>/config in etcd
+//   <dir>/subnets/10.88.1.0-24   a lease: flannel's lease JSON plus "Expiration" (RFC 3339),
+//                                like flannel's own Lease type; none means it never expires
+//   <dir>/.lock                  proper-lockfile lock held for every change
+//
+// Every change happens under the lock and is written atomically; readers need
+// no lock (they see whole files). Watching is a short poll of the directory.
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import type { Prefix } from '../net/ip';
+import { withLock } from '../ipam/lock';
+import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
+import { Lease, LeaseAttrs, decodeAttrs, encodeAttrs, parseSubnetKey, subnetKey } from './lease';
+import type { LeaseStore, ListResult } from './store';
+
+const LOCK_TIMEOUT_MS = 15_000;
+export const POLL_MS = 300;
+
+export class FileStore implements LeaseStore {
+  readonly description: string;
+  private readonly subnetsDir: string;
+
+  constructor(readonly dir: string) {
+    this.description = `file store ${dir}`;
+    this.subnetsDir = join(dir, 'subnets');
+  }
+
+  private async locked<T>(fn: () => Promise<T> | T): Promise<T> {
+    ensureDir(this.subnetsDir, 0o755);
+    return withLock(this.dir, join(this.dir, '.lock'), LOCK_TIMEOUT_MS, async () => fn());
+  }
+
+  async getConfig(): Promise<string | undefined> {
+    return readIfExists(join(this.dir, 'config'));
+  }
+
+  async setConfig(text: string): Promise<void> {
+    await this.locked(() => writeFileAtomic(join(this.dir, 'config'), text, { mode: 0o644, durable: true }));
+  }
+
+  private readLease(name: string): { lease?: Lease; raw?: string; why?: string } {
+    const subnet = parseSubnetKey(name);
+    if (!subnet) return { why: 'the file name is not a subnet key like 10.244.1.0-24' };
+    const raw = readIfExists(join(this.subnetsDir, name));
+    if (raw === undefined) return {};
+    try {
+      const attrs = decodeAttrs(raw);
+      const exp = (JSON.parse(raw) as { Expiration?: unknown }).Expiration;
+      let expiration: number | undefined;
+      if (typeof exp === 'string' && exp !== '' && !exp.startsWith('0001-01-01')) {
+        expiration = Date.parse(exp);
+        if (Number.isNaN(expiration)) return { why: `"Expiration" ${JSON.stringify(exp)} is not a time` };
+      }
+      return { lease: { subnet, attrs, ...(expiration !== undefined ? { expiration } : {}) }, raw };
+    } catch (err) {
+      return { why: (err as Error).message };
+    }
+  }
+
+  private names(): string[] {
+    try {
+      return fs.readdirSync(this.subnetsDir).filter((n) => !n.startsWith('.'));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
+  async list(): Promise<ListResult> {
+    const now = Date.now();
+    const out: ListResult = { leases: [], bad: [] };
+    for (const name of this.names()) {
+      const { lease, why } = this.readLease(name);
+      if (why) out.bad.push({ key: name, why });
+      else if (lease && (lease.expiration === undefined || lease.expiration > now)) out.leases.push(lease);
+    }
+    return out;
+  }
+
+  private encode(attrs: LeaseAttrs, ttlS: number): string {
+    const obj = JSON.parse(encodeAttrs(attrs)) as Record<string, unknown>;
+    obj.Expiration = new Date(Date.now() + ttlS * 1000).toISOString();
+    return JSON.stringify(obj);
+  }
+
+  async create(subnet: Prefix, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+    return this.locked(() => {
+      const { lease } = this.readLease(subnetKey(subnet));
+      const file = join(this.subnetsDir, subnetKey(subnet));
+      if (fs.existsSync(file) && !(lease?.expiration !== undefined && lease.expiration <= Date.now())) return false;
+      writeFileAtomic(file, this.encode(attrs, ttlS), { mode: 0o644, durable: true });
+      return true;
+    });
+  }
+
+  async renew(subnet: Prefix, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
+    return this.locked(() => {
+      const { lease } = this.readLease(subnetKey(subnet));
+      const live = lease && (lease.expiration === undefined || lease.expiration > Date.now());
+      if (live && expectedValue !== undefined && encodeAttrs(lease.attrs) !== expectedValue) return false;
+      writeFileAtomic(join(this.subnetsDir, subnetKey(subnet)), this.encode(attrs, ttlS), { mode: 0o644, durable: true });
+      return true;
+    });
+  }
+
+  async remove(subnet: Prefix): Promise<void> {
+    await this.locked(() => removeFile(join(this.subnetsDir, subnetKey(subnet))));
+  }
+
+  async expire(): Promise<void> {
+    const now = Date.now();
+    const stale = this.names().filter((n) => {
+      const { lease } = this.readLease(n);
+      return lease?.expiration !== undefined && lease.expiration <= now;
+    });
+    if (stale.length === 0) return;
+    await this.locked(() => {
+      for (const n of stale) {
+        const { lease } = this.readLease(n); // re-read under the lock: it may have been renewed
+        if (lease?.expiration !== undefined && lease.expiration <= Date.now()) removeFile(join(this.subnetsDir, n));
+      }
+    });
+  }
+
+  /** A signature of the directory: names, sizes and mtimes, plus which leases have expired by now. */
+  private signature(): string {
+    const now = Date.now();
+    const parts: string[] = [];
+    for (const name of this.names().sort()) {
+      try {
+        const st = fs.statSync(join(this.subnetsDir, name));
+        const { lease } = this.readLease(name);
+        const expired = lease?.expiration !== undefined && lease.expiration <= now;
+        parts.push(`${name}:${st.size}:${st.mtimeMs}:${st.ino}:${expired}`);
+      } catch {
+        // removed between readdir and stat: the next poll sees it
+      }
+    }
+    return parts.join('\n');
+  }
+
+  watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void {
+    let last = '';
+    try {
+      last = this.signature();
+    } catch (err) {
+      onError(err as Error);
+    }
+    const timer = setInterval(() => {
+      try {
+        const now = this.signature();
+        if (now !== last) {
+          last = now;
+          onChange('lease directory changed');
+        }
+      } catch (err) {
+        onError(err as Error);
+      }
+    }, POLL_MS);
+    return () => clearInterval(timer);
+  }
+
+  async close(): Promise<void> {}
+}

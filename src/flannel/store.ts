@@ -1,0 +1,61 @@
+// Where leases live: etcd (flannel's schema, shared with flanneld nodes) or the
+// embedded file store. The daemon only sees this interface.
+import type { Prefix } from '../net/ip';
+import type { Lease, LeaseAttrs } from './lease';
+
+export const DEFAULT_PREFIX = '/coreos.com/network';
+export const DEFAULT_LEASE_DIR = '/var/lib/vxlan-flannel';
+export const DEFAULT_LEASE_TTL_S = 24 * 3600;
+
+export interface ListResult {
+  leases: Lease[];
+  /** Keys whose value could not be read, with why (logged, never programmed). */
+  bad: { key: string; why: string }[];
+}
+
+/** A store failure (unreachable, timed out): the daemon retries these. */
+export class StoreUnavailable extends Error {}
+
+export interface LeaseStore {
+  /** For log lines: "etcd http://10.0.0.1:2379 /coreos.com/network", "file store /var/lib/...". */
+  readonly description: string;
+  /** The raw network config JSON, or undefined when none was set. */
+  getConfig(): Promise<string | undefined>;
+  setConfig(text: string): Promise<void>;
+  /** Every lease that has not expired. */
+  list(): Promise<ListResult>;
+  /** Creates a lease; false when the subnet is already leased (nothing is changed then). */
+  create(subnet: Prefix, attrs: LeaseAttrs, ttlS: number): Promise<boolean>;
+  /**
+   * Re-writes our own lease with a fresh TTL. `expectedValue` is the value we
+   * last saw (or wrote): if someone else took the subnet meanwhile, it fails (false).
+   */
+  renew(subnet: Prefix, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean>;
+  remove(subnet: Prefix): Promise<void>;
+  /** Calls `onChange` soon after any lease is added, changed, removed or expires. Returns a stop function. */
+  watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void;
+  /** Housekeeping the backend needs (the file store deletes expired leases). */
+  expire?(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  etcdEndpoints?: string[];
+  etcdPrefix?: string;
+  leaseDir?: string;
+  etcdCaFile?: string;
+  etcdCertFile?: string;
+  etcdKeyFile?: string;
+  etcdUsername?: string;
+  etcdPassword?: string;
+}
+
+/** Opens the store the flags ask for; the etcd client is loaded only here. */
+export async function openStore(opts: StoreOptions): Promise<LeaseStore> {
+  if (opts.etcdEndpoints && opts.etcdEndpoints.length > 0) {
+    const { EtcdStore } = await import('./etcd-store');
+    return EtcdStore.open(opts);
+  }
+  const { FileStore } = await import('./file-store');
+  return new FileStore(opts.leaseDir ?? DEFAULT_LEASE_DIR);
+}

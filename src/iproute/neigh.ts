@@ -1,0 +1,20 @@
+// Neighbour (ARP) entries: listing them per device and the permanent entries
+// an overlay installs for its peers.
+import { ipJson } from './exec';
+
+export interface NeighEntry {
+  dst: string;
+  lladdr?: string;
+  state?: string[];
+}
+
+/** IPv4 neighbour entries on `dev`. */
+export async function listNeigh(dev: string, netns?: string): Promise<NeighEntry[]> {
+  return ipJson<NeighEntry[]>(['-4', 'neigh', 'show', 'dev', dev], { netns });
+}
+
+export const isPermanent = (n: NeighEntry) => !!n.state?.includes('PERMANENT');
+
+/** `ip` batch lines. */
+export const neighReplace = (dst: string, mac: string, dev: string) => ['neigh', 'replace', dst, 'lladdr', mac, 'dev', dev, 'nud', 'permanent'];
+export const neighDel = (dst: string, dev: string) => ['neigh', 'del', dst, 'dev', dev];

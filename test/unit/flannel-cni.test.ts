@@ -1,0 +1,253 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { handle } from '../../src/cni/skel';
+import { flannelPlugin, loadFlannelConf, renderDelegate } from '../../src/flannel/cni';
+import { parseSubnetEnv } from '../../src/flannel/subnet-env';
+import { setRunner, Runner } from '../../src/iproute/exec';
+
+// A fake delegate "bridge" in a temp CNI_PATH: logs each call (command, env, stdin)
+// and prints a result for ADD; fails while <dir>/fail-<COMMAND> exists.
+const FAKE = `#!/bin/sh
+dir=$(dirname "$0")
+conf=$(cat)
+printf '%s\\t%s\\t%s\\t%s\\n' "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_IFNAME" "$conf" >> "$dir/calls.log"
+if [ -e "$dir/fail-$CNI_COMMAND" ]; then echo '{"code":11,"msg":"fake failure"}'; exit 1; fi
+if [ "$CNI_COMMAND" = ADD ]; then echo '{"cniVersion":"1.0.0","ips":[{"address":"10.88.5.2/24","gateway":"10.88.5.1"}]}'; fi
+exit 0
+`;
+
+const ENV_TEXT = 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_SUBNET=10.88.5.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n';
+
+let root: string;
+let binDir: string;
+let subnetFile: string;
+let dataDir: string;
+
+const calls = () =>
+  existsSync(join(binDir, 'calls.log'))
+    ? readFileSync(join(binDir, 'calls.log'), 'utf8').trim().split('\n').filter(Boolean).map((l) => {
+        const [command, id, ifname, conf] = l.split('\t');
+        return { command, id, ifname, conf: JSON.parse(conf) };
+      })
+    : [];
+
+const baseConf = (extra: Record<string, unknown> = {}) => ({
+  cniVersion: '1.0.0',
+  name: 'podnet',
+  type: 'vxlan-flannel',
+  subnetFile,
+  dataDir,
+  subnetWaitMs: 300,
+  ...extra,
+});
+
+function run(command: string, conf: unknown, id = 'ctr1') {
+  const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/var/run/netns/x', CNI_IFNAME: 'eth0', CNI_PATH: binDir };
+  return handle(flannelPlugin, env, () => JSON.stringify(conf)).then((out) => ({ ...out, json: out.stdout ? JSON.parse(out.stdout) : undefined }));
+}
+
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), 'flannel-cni-'));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+let prevRunner: Runner | undefined;
+let vtepUp = true;
+beforeEach(() => {
+  const t = mkdtempSync(join(root, 't-'));
+  binDir = join(t, 'bin');
+  mkdirSync(binDir);
+  writeFileSync(join(binDir, 'bridge'), FAKE);
+  chmodSync(join(binDir, 'bridge'), 0o755);
+  subnetFile = join(t, 'subnet.env');
+  dataDir = join(t, 'data');
+  writeFileSync(subnetFile, ENV_TEXT);
+  vtepUp = true;
+  // `ip -json -d addr show` as the node would answer it
+  prevRunner = setRunner(async (argv) => {
+    if (argv.join(' ') !== 'ip -json -d addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
+    const vtep = {
+      ifname: 'flannel.1',
+      flags: vtepUp ? ['BROADCAST', 'UP', 'LOWER_UP'] : ['BROADCAST'],
+      linkinfo: { info_kind: 'vxlan' },
+      addr_info: [{ family: 'inet', local: '10.88.5.0', prefixlen: 32 }],
+    };
+    return { stdout: JSON.stringify([{ ifname: 'lo', addr_info: [] }, vtep]), stderr: '', code: 0 };
+  });
+});
+afterEach(() => {
+  if (prevRunner) setRunner(prevRunner);
+});
+
+describe('delegate rendering (flannel\'s plugin rules)', () => {
+  const env = parseSubnetEnv(ENV_TEXT);
+  const render = (extra: Record<string, unknown>) => {
+    const conf = { ...baseConf(extra) } as never;
+    return renderDelegate(conf, loadFlannelConf(conf), env);
+  };
+  it('defaults: bridge, isGateway, ipMasq = !FLANNEL_IPMASQ, mtu = FLANNEL_MTU, host-local ranges and routes', () => {
+    expect(render({})).toEqual({
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      type: 'bridge',
+      ipMasq: true,
+      mtu: 1450,
+      isGateway: true,
+      ipam: { type: 'host-local', ranges: [[{ subnet: '10.88.5.0/24' }]], routes: [{ dst: '10.88.0.0/16' }] },
+    });
+  });
+  it('keeps delegate settings, uses ipam as a base, passes runtimeConfig through', () => {
+    const d = render({
+      delegate: { type: 'bridge', bridge: 'cni9', isGateway: false, ipMasq: false, mtu: 1400, hairpinMode: true },
+      ipam: { dataDir: '/tmp/x', routes: [{ dst: '192.0.2.0/24' }] },
+      runtimeConfig: { portMappings: [{ hostPort: 80, containerPort: 8080 }] },
+    });
+    expect(d).toMatchObject({ bridge: 'cni9', isGateway: false, ipMasq: false, mtu: 1400, hairpinMode: true, runtimeConfig: { portMappings: [{ hostPort: 80 }] } });
+    expect(d.ipam).toEqual({ dataDir: '/tmp/x', type: 'host-local', ranges: [[{ subnet: '10.88.5.0/24' }]], routes: [{ dst: '192.0.2.0/24' }, { dst: '10.88.0.0/16' }] });
+  });
+  it('a non-bridge delegate gets no isGateway; dual stack gets a range per family', () => {
+    const d = renderDelegate(baseConf({ delegate: { type: 'macvlan' } }) as never, loadFlannelConf(baseConf({ delegate: { type: 'macvlan' } }) as never),
+      parseSubnetEnv(ENV_TEXT + 'FLANNEL_IPV6_NETWORK=fd88::/56\nFLANNEL_IPV6_SUBNET=fd88:0:0:5::1/64\n'));
+    expect(d.isGateway).toBeUndefined();
+    expect((d.ipam as { ranges: unknown }).ranges).toEqual([[{ subnet: '10.88.5.0/24' }], [{ subnet: 'fd88:0:0:5::/64' }]]);
+    expect((d.ipam as { routes: unknown }).routes).toEqual([{ dst: '10.88.0.0/16' }, { dst: 'fd88::/56' }]);
+  });
+});
+
+describe('CNI commands with a fake delegate', () => {
+  it('ADD saves the rendered config (0600) before delegating, and returns the delegate\'s result', async () => {
+    const out = await run('ADD', baseConf());
+    expect(out.exitCode).toBe(0);
+    expect(out.json).toMatchObject({ cniVersion: '1.0.0', ips: [{ address: '10.88.5.2/24' }] });
+    const saved = join(dataDir, 'ctr1');
+    expect(statSync(saved).mode & 0o777).toBe(0o600);
+    const c = calls();
+    expect(c.map((x) => x.command)).toEqual(['ADD']);
+    expect(JSON.parse(readFileSync(saved, 'utf8'))).toEqual(c[0].conf);
+    expect(c[0].id).toBe('ctr1');
+  });
+  it('a failed delegate ADD keeps the saved config for the runtime\'s DEL', async () => {
+    writeFileSync(join(binDir, 'fail-ADD'), '');
+    const out = await run('ADD', baseConf());
+    expect([out.exitCode, out.json.code]).toEqual([1, 11]);
+    expect(out.json.msg).toMatch(/bridge: fake failure/);
+    expect(existsSync(join(dataDir, 'ctr1'))).toBe(true);
+  });
+  it('DEL replays the saved config even after subnet.env changed, then removes it', async () => {
+    await run('ADD', baseConf());
+    writeFileSync(subnetFile, ENV_TEXT.replace('10.88.5.1/24', '10.88.9.1/24'));
+    const out = await run('DEL', baseConf());
+    expect(out.exitCode).toBe(0);
+    const del = calls()[1];
+    expect(del.command).toBe('DEL');
+    expect(del.conf.ipam.ranges).toEqual([[{ subnet: '10.88.5.0/24' }]]);
+    expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
+  });
+  it('a failed delegate DEL keeps the saved config (the retry can still release the IP)', async () => {
+    await run('ADD', baseConf());
+    writeFileSync(join(binDir, 'fail-DEL'), '');
+    const out = await run('DEL', baseConf());
+    expect(out.exitCode).toBe(1);
+    expect(existsSync(join(dataDir, 'ctr1'))).toBe(true);
+    rmSync(join(binDir, 'fail-DEL'));
+    expect((await run('DEL', baseConf())).exitCode).toBe(0);
+    expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
+  });
+  it('DEL of an unknown container is success and calls nothing (also without subnet.env)', async () => {
+    rmSync(subnetFile);
+    const out = await run('DEL', baseConf(), 'never-added');
+    expect([out.exitCode, out.stdout]).toEqual([0, '']);
+    expect(calls()).toEqual([]);
+  });
+  it('subnet.env missing: waits the configured time, then code 11 naming the file', async () => {
+    rmSync(subnetFile);
+    const t0 = Date.now();
+    const out = await run('ADD', baseConf({ subnetWaitMs: 400 }));
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(380);
+    expect([out.exitCode, out.json.code]).toEqual([1, 11]);
+    expect(out.json.msg).toContain(`${subnetFile} does not exist`);
+    expect(existsSync(dataDir)).toBe(false);
+  });
+  it('subnet.env appearing during the wait is used', async () => {
+    rmSync(subnetFile);
+    setTimeout(() => writeFileSync(subnetFile, ENV_TEXT), 150);
+    const out = await run('ADD', baseConf({ subnetWaitMs: 3000 }));
+    expect(out.exitCode).toBe(0);
+  });
+  it('subnet.env lacking a key: code 11 naming the key', async () => {
+    writeFileSync(subnetFile, 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n');
+    const out = await run('ADD', baseConf({ subnetWaitMs: 100 }));
+    expect(out.json.code).toBe(11);
+    expect(out.json.msg).toMatch(/FLANNEL_SUBNET.*is missing/);
+  });
+  it.each([
+    [{ delegate: { name: 'x' } }, 7, /"delegate.name"/],
+    [{ delegate: { ipam: {} } }, 7, /"delegate.ipam"/],
+    [{ delegate: { type: 5 } }, 7, /"delegate.type"/],
+    [{ delegate: { type: 'nope' } }, 7, /"nope" \(field "delegate.type"\) not found/],
+    [{ delegate: { isGateway: 'yes' } }, 7, /"delegate.isGateway"/],
+    [{ delegate: { mtu: 10 } }, 7, /"delegate.mtu"/],
+    [{ delegate: [] }, 7, /"delegate"/],
+    [{ ipam: 'host-local' }, 7, /"ipam"/],
+    [{ subnetFile: 'relative/subnet.env' }, 7, /"subnetFile"/],
+    [{ dataDir: 3 }, 7, /"dataDir"/],
+    [{ subnetWaitMs: -1 }, 7, /"subnetWaitMs"/],
+    [{ runtimeConfig: 'x' }, 7, /"runtimeConfig"/],
+  ])('bad config %j → code %i naming the field, nothing written, no delegate call', async (extra, code, msg) => {
+    const out = await run('ADD', baseConf(extra));
+    expect([out.exitCode, out.json.code]).toEqual([1, code]);
+    expect(out.json.msg).toMatch(msg);
+    expect(existsSync(dataDir)).toBe(false);
+    expect(calls()).toEqual([]);
+  });
+  it('a bad value in subnet.env: code 7 naming the file and key', async () => {
+    writeFileSync(subnetFile, ENV_TEXT.replace('FLANNEL_MTU=1450', 'FLANNEL_MTU=big'));
+    const out = await run('ADD', baseConf());
+    expect(out.json.code).toBe(7);
+    expect(out.json.msg).toMatch(/subnet.env.*FLANNEL_MTU=big/);
+  });
+  it('CHECK: the delegate\'s CHECK with prevResult, then the VTEP', async () => {
+    await run('ADD', baseConf());
+    const prevResult = { cniVersion: '1.0.0', ips: [{ address: '10.88.5.2/24' }] };
+    expect((await run('CHECK', baseConf({ prevResult }))).exitCode).toBe(0);
+    expect(calls()[1]).toMatchObject({ command: 'CHECK', conf: { prevResult, type: 'bridge' } });
+    vtepUp = false;
+    const out = await run('CHECK', baseConf({ prevResult }));
+    expect(out.exitCode).toBe(1);
+    expect(out.json.msg).toMatch(/VTEP flannel.1 is down/);
+    const unknown = await run('CHECK', baseConf({ prevResult }), 'other');
+    expect(unknown.json.code).toBe(3);
+  });
+  it('GC removes saved configs of this network\'s stale attachments only, then GCs the delegate', async () => {
+    await run('ADD', baseConf(), 'keep');
+    await run('ADD', baseConf(), 'stale');
+    await run('ADD', baseConf({ name: 'othernet' }), 'foreign');
+    const valid = [{ containerID: 'keep', ifname: 'eth0' }];
+    const out = await run('GC', { ...baseConf(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid });
+    expect(out.exitCode).toBe(0);
+    expect(readdirSync(dataDir).sort()).toEqual(['foreign', 'keep']);
+    const gc = calls().at(-1)!;
+    expect(gc.command).toBe('GC');
+    expect(gc.conf['cni.dev/valid-attachments']).toEqual(valid);
+    const missing = await run('GC', { ...baseConf(), cniVersion: '1.1.0' });
+    expect(missing.json.code).toBe(7);
+  });
+  it('STATUS: 50 without subnet.env or VTEP, else the delegate\'s STATUS', async () => {
+    const conf = { ...baseConf(), cniVersion: '1.1.0' };
+    expect((await run('STATUS', conf)).exitCode).toBe(0);
+    expect(calls().at(-1)!.command).toBe('STATUS');
+    vtepUp = false;
+    const down = await run('STATUS', conf);
+    expect([down.json.code, down.json.msg]).toEqual([50, 'overlay not ready: VTEP flannel.1 is down']);
+    rmSync(subnetFile);
+    const none = await run('STATUS', conf);
+    expect(none.json.code).toBe(50);
+    expect(none.json.msg).toContain('does not exist');
+  });
+  it('VERSION works without any config', async () => {
+    const out = await handle(flannelPlugin, { CNI_COMMAND: 'VERSION' }, () => '');
+    expect(JSON.parse(out.stdout).supportedVersions).toContain('1.1.0');
+  });
+});

@@ -1,0 +1,189 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { IP, Prefix } from '../../src/net/ip';
+import { Actual, desiredPeers, planPeers } from '../../src/flannel/peers';
+import { FileStore } from '../../src/flannel/file-store';
+import { acquireLease, pickFree } from '../../src/flannel/acquire';
+import { parseNetworkConfig } from '../../src/flannel/netconfig';
+import { Lease, LeaseAttrs, encodeAttrs } from '../../src/flannel/lease';
+
+const P = (s: string) => Prefix.parse(s)!;
+const net = P('10.88.0.0/16');
+const self = { subnet: P('10.88.1.0/24'), publicIP: IP.parse('192.168.88.1')!, vni: 1 };
+const lease = (subnet: string, ip: string, mac: string, extra: Partial<LeaseAttrs> = {}): Lease => ({
+  subnet: P(subnet),
+  attrs: { publicIP: IP.parse(ip)!, backendType: 'vxlan', vni: 1, vtepMAC: mac, ...extra },
+});
+const empty: Actual = { neigh: [], fdb: [], routes: [] };
+const A = lease('10.88.2.0/24', '192.168.88.2', '0a:00:00:00:00:02');
+const B = lease('10.88.3.0/24', '192.168.88.3', '0a:00:00:00:00:03');
+const programmed = (mac = A.attrs.vtepMAC!, ip = '192.168.88.2'): Actual => ({
+  neigh: [{ dst: '10.88.2.0', lladdr: mac, state: ['PERMANENT'] }],
+  fdb: [{ mac, dst: ip, flags: ['self'], state: 'permanent' }],
+  routes: [{ dst: '10.88.2.0/24', gateway: '10.88.2.0', flags: ['onlink'] }],
+});
+
+describe('desired peers', () => {
+  it('skips our own lease, other backends, other VNIs, our PublicIP, outside the network, without a MAC', () => {
+    const { peers, skipped } = desiredPeers(
+      [
+        lease('10.88.1.0/24', '192.168.88.1', '0a:00:00:00:00:01'),
+        A,
+        lease('10.88.4.0/24', '192.168.88.4', '0a:00:00:00:00:04', { backendType: 'host-gw' }),
+        lease('10.88.5.0/24', '192.168.88.5', '0a:00:00:00:00:05', { vni: 2 }),
+        lease('10.88.6.0/24', '192.168.88.1', '0a:00:00:00:00:06'),
+        lease('10.99.0.0/24', '192.168.88.7', '0a:00:00:00:00:07'),
+        lease('10.88.8.0/24', '192.168.88.8', undefined as unknown as string),
+      ],
+      self,
+      net,
+    );
+    expect(peers.map((p) => p.subnet.toString())).toEqual(['10.88.2.0/24']);
+    expect(skipped).toHaveLength(5);
+  });
+});
+
+describe('planning peers', () => {
+  it('a new peer: neighbour, then FDB, then route, all replace', () => {
+    const { peers } = desiredPeers([A], self, net);
+    const plan = planPeers(peers, empty, 'flannel.1', net);
+    expect(plan.ipFirst).toEqual([['neigh', 'replace', '10.88.2.0', 'lladdr', '0a:00:00:00:00:02', 'dev', 'flannel.1', 'nud', 'permanent']]);
+    expect(plan.bridge).toEqual([['fdb', 'replace', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent']]);
+    expect(plan.ipLast).toEqual([['route', 'replace', '10.88.2.0/24', 'via', '10.88.2.0', 'dev', 'flannel.1', 'onlink']]);
+  });
+  it('nothing to do when the kernel matches', () => {
+    const plan = planPeers(desiredPeers([A], self, net).peers, programmed(), 'flannel.1', net);
+    expect(plan.changes).toEqual([]);
+  });
+  it('a removed peer: route, then FDB, then neighbour go', () => {
+    const plan = planPeers([], programmed(), 'flannel.1', net);
+    expect(plan.ipFirst).toEqual([['route', 'del', '10.88.2.0/24', 'dev', 'flannel.1']]);
+    expect(plan.bridge).toEqual([['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self']]);
+    expect(plan.ipLast).toEqual([['neigh', 'del', '10.88.2.0', 'dev', 'flannel.1']]);
+  });
+  it('a peer\'s MAC changed: neighbour replaced, new FDB entry, the stale one removed, route kept', () => {
+    const moved = lease('10.88.2.0/24', '192.168.88.2', '0a:00:00:00:00:99');
+    const plan = planPeers(desiredPeers([moved], self, net).peers, programmed(), 'flannel.1', net);
+    expect(plan.ipFirst).toEqual([['neigh', 'replace', '10.88.2.0', 'lladdr', '0a:00:00:00:00:99', 'dev', 'flannel.1', 'nud', 'permanent']]);
+    expect(plan.bridge).toEqual([
+      ['fdb', 'replace', '0a:00:00:00:00:99', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent'],
+      ['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self'],
+    ]);
+    expect(plan.ipLast).toEqual([]);
+  });
+  it('a peer\'s IP changed: the one FDB entry is rewritten in place', () => {
+    const plan = planPeers(desiredPeers([A], self, net).peers, programmed(A.attrs.vtepMAC, '192.168.88.42'), 'flannel.1', net);
+    expect(plan.bridge).toEqual([['fdb', 'replace', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent']]);
+  });
+  it('hand-made drift: a wrong route gateway, an appended FDB remote, unknown entries; foreign routes left alone', () => {
+    const actual: Actual = {
+      neigh: [
+        { dst: '10.88.2.0', lladdr: '0a:00:00:00:00:02', state: ['PERMANENT'] },
+        { dst: '10.88.77.0', lladdr: '0a:00:00:00:00:77', state: ['PERMANENT'] },
+        { dst: '10.88.78.0', state: ['FAILED'] },
+      ],
+      fdb: [
+        { mac: '0a:00:00:00:00:02', dst: '192.168.88.2', state: 'permanent' },
+        { mac: '0a:00:00:00:00:02', dst: '192.168.88.50', state: 'permanent' },
+        { mac: '0a:00:00:00:00:77', dst: '192.168.88.77', state: 'permanent' },
+        { mac: '33:33:00:00:00:01', flags: ['self'], state: 'permanent' },
+      ],
+      routes: [
+        { dst: '10.88.2.0/24', gateway: '10.88.9.9', flags: ['onlink'] },
+        { dst: '10.88.77.0/24', gateway: '10.88.77.0', flags: ['onlink'] },
+        { dst: '172.30.0.0/16', gateway: '10.88.2.0', flags: ['onlink'] },
+      ],
+    };
+    const plan = planPeers(desiredPeers([A], self, net).peers, actual, 'flannel.1', net);
+    expect(plan.ipFirst).toEqual([['route', 'del', '10.88.77.0/24', 'dev', 'flannel.1']]);
+    expect(plan.bridge).toEqual([
+      ['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self'],
+      ['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.50', 'dev', 'flannel.1', 'self'],
+      ['fdb', 'replace', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent'],
+      ['fdb', 'del', '0a:00:00:00:00:77', 'dst', '192.168.88.77', 'dev', 'flannel.1', 'self'],
+    ]);
+    expect(plan.ipLast).toEqual([
+      ['route', 'replace', '10.88.2.0/24', 'via', '10.88.2.0', 'dev', 'flannel.1', 'onlink'],
+      ['neigh', 'del', '10.88.77.0', 'dev', 'flannel.1'],
+    ]);
+  });
+  it('two peers, one programmed: only the other is added', () => {
+    const plan = planPeers(desiredPeers([A, B], self, net).peers, programmed(), 'flannel.1', net);
+    expect(plan.changes).toHaveLength(3);
+    expect(plan.changes.every((c) => c.includes('10.88.3.0') || c.includes('0a:00:00:00:00:03'))).toBe(true);
+  });
+});
+
+describe('acquiring a lease (file store)', () => {
+  let dir: string;
+  let store: FileStore;
+  const cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192"}');
+  const attrs = (n: number): LeaseAttrs => ({ publicIP: IP.parse(`192.168.88.${n}`)!, backendType: 'vxlan', vni: 1, vtepMAC: `0a:00:00:00:00:0${n}` });
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'flannel-acq-'));
+    store = new FileStore(dir);
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('takes a free subnet of the pool, and the same one again for the same PublicIP', async () => {
+    const a = await acquireLease(store, cfg, attrs(1), { ttlS: 60 });
+    expect(a.how).toBe('new');
+    const again = await acquireLease(store, cfg, { ...attrs(1), vtepMAC: '0a:00:00:00:00:aa' }, { ttlS: 60 });
+    expect([again.how, again.subnet.toString()]).toEqual(['reused', a.subnet.toString()]);
+    const { leases } = await store.list();
+    expect(leases).toHaveLength(1);
+    expect(leases[0].attrs.vtepMAC).toBe('0a:00:00:00:00:aa');
+  });
+  it('prefers the previous subnet.env subnet when free', async () => {
+    const a = await acquireLease(store, cfg, attrs(1), { ttlS: 60, previous: P('10.88.3.128/26') });
+    expect([a.how, a.subnet.toString()]).toEqual(['previous', '10.88.3.128/26']);
+    const b = await acquireLease(store, cfg, attrs(2), { ttlS: 60, previous: P('10.88.3.128/26') });
+    expect(b.how).toBe('new');
+    expect(b.subnet.toString()).not.toBe('10.88.3.128/26');
+  });
+  it('nodes starting at once never share a subnet; a full pool is a clear error and writes nothing', async () => {
+    const results = await Promise.all([1, 2, 3, 4].map((n) => acquireLease(new FileStore(dir), cfg, attrs(n), { ttlS: 60 })));
+    expect(new Set(results.map((r) => r.subnet.toString())).size).toBe(4);
+    await expect(acquireLease(store, cfg, attrs(5), { ttlS: 60 })).rejects.toThrow(/no free subnet: all 4 \/26 subnets from 10.88.3.0 to 10.88.3.192/);
+    expect((await store.list()).leases).toHaveLength(4);
+  });
+  it('the same random pick by racing nodes: the loser retries and gets another subnet', async () => {
+    const alwaysFirst = () => 0;
+    const [a, b] = await Promise.all([
+      acquireLease(new FileStore(dir), cfg, attrs(1), { ttlS: 60, random: alwaysFirst }),
+      acquireLease(new FileStore(dir), cfg, attrs(2), { ttlS: 60, random: alwaysFirst }),
+    ]);
+    expect(a.subnet.toString()).not.toBe(b.subnet.toString());
+  });
+  it('expired leases are free again and are removed by expire()', async () => {
+    await store.create(P('10.88.3.0/26'), attrs(1), -1);
+    expect((await store.list()).leases).toHaveLength(0);
+    const a = await acquireLease(store, cfg, attrs(2), { ttlS: 60, previous: P('10.88.3.0/26') });
+    expect(a.subnet.toString()).toBe('10.88.3.0/26');
+    await store.create(P('10.88.3.64/26'), attrs(3), -1);
+    await store.expire();
+    expect((await store.list()).leases.map((l) => l.subnet.toString())).toEqual(['10.88.3.0/26']);
+  });
+  it('renew is guarded by the value we last saw', async () => {
+    const s = P('10.88.3.0/26');
+    await store.create(s, attrs(1), 60);
+    expect(await store.renew(s, attrs(1), 60, encodeAttrs(attrs(2)))).toBe(false);
+    expect(await store.renew(s, attrs(1), 60, encodeAttrs(attrs(1)))).toBe(true);
+  });
+  it('the watch reports a change within the poll interval', async () => {
+    const seen: string[] = [];
+    const stop = store.watch((why) => seen.push(why), (err) => seen.push(`error ${err.message}`));
+    await store.create(P('10.88.3.0/26'), attrs(1), 60);
+    await new Promise((r) => setTimeout(r, 800));
+    stop();
+    expect(seen.length).toBeGreaterThan(0);
+  });
+  it('pickFree in a huge pool still finds the one free subnet', () => {
+    const big = parseNetworkConfig('{"Network":"10.0.0.0/8","SubnetLen":30}');
+    const leases: Lease[] = [{ subnet: P('10.0.0.0/9'), attrs: attrs(1) }];
+    const s = pickFree(big, leases)!;
+    expect(P('10.128.0.0/9').contains(s.network)).toBe(true);
+  });
+});
