@@ -2,18 +2,24 @@
 // validation it misses. Every error names the field it rejects.
 import { isAbsolute, resolve } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
-import { Json, NetConf, optArray, optObject, optString } from '../cni/config';
+import { Json, NetConf, optArray, optInt, optObject, optString } from '../cni/config';
 import type { CniArgs } from '../cni/args';
 import type { Route } from '../cni/result';
 import { atLeast } from '../cni/version';
 import { IP, Prefix } from '../net/ip';
 import { Range, RangeSet, rangeToString, rangesOverlap } from './range';
+import { DEFAULT_LOCK_TIMEOUT_MS } from './lock';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
 
-export interface IpamConfig {
+/** Where a network's state lives and how long to wait for its lock. */
+export interface StoreLocation {
   network: string;
   dataDir: string;
+  lockTimeoutMs: number;
+}
+
+export interface IpamConfig extends StoreLocation {
   rangeSets: RangeSet[];
   routes: Route[];
   resolvConf?: string;
@@ -21,11 +27,15 @@ export interface IpamConfig {
   requested: Map<number, IP>;
 }
 
-/** What DEL needs: it must work even when the ranges are gone or broken. */
-export function loadStoreLocation(conf: NetConf): { network: string; dataDir: string } {
+/** What DEL and GC need: it must work even when the ranges are gone or broken. */
+export function loadStoreLocation(conf: NetConf): StoreLocation {
   const ipam = optObject(conf, 'ipam');
   if (!ipam) throw invalidConfig('IPAM config missing field "ipam"');
-  return { network: conf.name, dataDir: parseDataDir(ipam) };
+  return {
+    network: conf.name,
+    dataDir: parseDataDir(ipam),
+    lockTimeoutMs: optInt(ipam, 'lockTimeoutMs', 0, 3_600_000, 'ipam.') ?? DEFAULT_LOCK_TIMEOUT_MS,
+  };
 }
 
 function parseDataDir(ipam: Json): string {
@@ -36,7 +46,7 @@ function parseDataDir(ipam: Json): string {
 }
 
 export function loadIpamConfig(conf: NetConf, args: CniArgs): IpamConfig {
-  const { network, dataDir } = loadStoreLocation(conf);
+  const location = loadStoreLocation(conf);
   const ipam = conf.ipam as Json;
 
   const rawSets: { raw: unknown; where: string }[] = [];
@@ -57,8 +67,7 @@ export function loadIpamConfig(conf: NetConf, args: CniArgs): IpamConfig {
   }
 
   return {
-    network,
-    dataDir,
+    ...location,
     rangeSets,
     routes: parseRoutes(ipam),
     resolvConf: optString(ipam, 'resolvConf', 'ipam.') || undefined,

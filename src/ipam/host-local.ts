@@ -1,7 +1,6 @@
 // The host-local IPAM plugin: ADD, DEL, CHECK, GC and STATUS.
 import * as fs from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';
-import { optInt, optObject } from '../cni/config';
 import { parseResult, Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
 import { validAttachments } from '../cni/gc';
@@ -11,23 +10,18 @@ import { parseResolvConf } from './dns';
 import { Owner, ownerToString, reservationName } from './disk';
 import { allocate, toIPConfig } from './allocator';
 import { NetworkPool } from './pool';
-import { DEFAULT_LOCK_TIMEOUT_MS } from './lock';
 
 /** A torn file younger than this may be a Go host-local still writing it (it creates, then writes). */
 const TORN_GRACE_MS = 60_000;
 
 const ownerOf = (req: Request): Owner => ({ containerId: req.inv.containerId, ifname: req.inv.ifname });
 
-function lockTimeout(req: Request): number {
-  return optInt(optObject(req.conf, 'ipam') ?? {}, 'lockTimeoutMs', 0, 3_600_000, 'ipam.') ?? DEFAULT_LOCK_TIMEOUT_MS;
-}
-
 async function add(req: Request): Promise<Result> {
   const cfg = loadIpamConfig(req.conf, req.inv.args);
   const dns = cfg.resolvConf ? parseResolvConf(cfg.resolvConf) : undefined;
   const owner = ownerOf(req);
   const pool = new NetworkPool(cfg.dataDir, cfg.network);
-  const allocations = await pool.locked({ create: true, timeoutMs: lockTimeout(req) }, () => {
+  const allocations = await pool.locked({ create: true, timeoutMs: cfg.lockTimeoutMs }, () => {
     const held = pool.heldBy(owner);
     pool.index.invalidate();
     let result;
@@ -49,16 +43,16 @@ async function add(req: Request): Promise<Result> {
 }
 
 async function del(req: Request): Promise<void> {
-  const { network, dataDir } = loadStoreLocation(req.conf);
-  const pool = new NetworkPool(dataDir, network);
-  await pool.locked({ create: false, timeoutMs: lockTimeout(req) }, () => pool.release(ownerOf(req)));
+  const where = loadStoreLocation(req.conf);
+  const pool = new NetworkPool(where.dataDir, where.network);
+  await pool.locked({ create: false, timeoutMs: where.lockTimeoutMs }, () => pool.release(ownerOf(req)));
 }
 
 async function check(req: Request): Promise<void> {
   const cfg = loadIpamConfig(req.conf, req.inv.args);
   const owner = ownerOf(req);
   const pool = new NetworkPool(cfg.dataDir, cfg.network);
-  const held = (await pool.locked({ create: false, timeoutMs: lockTimeout(req) }, () => pool.heldBy(owner))) ?? [];
+  const held = (await pool.locked({ create: false, timeoutMs: cfg.lockTimeoutMs }, () => pool.heldBy(owner))) ?? [];
   if (held.length === 0) {
     throw new CniError(ErrorCode.Internal, `no address is reserved for ${ownerToString(owner)} in network ${cfg.network}`);
   }
@@ -77,9 +71,9 @@ async function check(req: Request): Promise<void> {
 
 async function gc(req: Request): Promise<void> {
   const valid = validAttachments(req.conf);
-  const { network, dataDir } = loadStoreLocation(req.conf);
-  const pool = new NetworkPool(dataDir, network);
-  await pool.locked({ create: false, timeoutMs: lockTimeout(req) }, async () => {
+  const where = loadStoreLocation(req.conf);
+  const pool = new NetworkPool(where.dataDir, where.network);
+  await pool.locked({ create: false, timeoutMs: where.lockTimeoutMs }, async () => {
     const now = Date.now();
     const garbage = (await pool.store.scan()).filter((r) =>
       r.owner

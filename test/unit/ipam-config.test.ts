@@ -101,7 +101,7 @@ describe('host-local config', () => {
   });
 
   it('DEL needs only the location, even when ranges are missing', () => {
-    expect(loadStoreLocation(conf({ dataDir: '/tmp/x/' }))).toEqual({ network: 'n', dataDir: '/tmp/x' });
+    expect(loadStoreLocation(conf({ dataDir: '/tmp/x/' }))).toEqual({ network: 'n', dataDir: '/tmp/x', lockTimeoutMs: 10000 });
     expect(failure(() => loadStoreLocation(parseNetConf('{"cniVersion":"1.0.0","name":"n"}'))).code).toBe(7);
   });
 });
