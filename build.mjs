@@ -1,28 +1,44 @@
 // Bundles each plugin into one self-contained executable under bin/.
-// Every CNI call is a fresh process, so the bundle is minified (less to parse)
-// and nothing is loaded at start-up that the call does not need.
+//
+// Every CNI call is a fresh process, and V8 parses every function in the file
+// it loads, run or not. So the operator CLI (commander, and for vxlan-flannel
+// the daemon with its etcd/grpc client) is bundled separately and embedded as a
+// string, compiled only when the executable runs as a CLI: a CNI call parses
+// just the plugin's own code.
 import { build } from 'esbuild';
-import { chmodSync } from 'node:fs';
+import { chmodSync, existsSync } from 'node:fs';
 
 const plugins = process.argv.slice(2).length ? process.argv.slice(2) : ['host-local'];
+const version = JSON.stringify(process.env.npm_package_version ?? '0.1.0');
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  minify: true,
+  legalComments: 'none',
+  // proper-lockfile's helpers for long-running programs cost ~15 ms per start; see src/shims.
+  alias: { 'graceful-fs': './src/shims/graceful-fs.ts', 'signal-exit': './src/shims/signal-exit.ts' },
+  logLevel: 'warning',
+};
+
+async function cliSource(name) {
+  const entry = `src/cli/${name}.ts`;
+  if (!existsSync(entry)) return '';
+  const out = await build({ ...common, entryPoints: [entry], write: false, define: { __VERSION__: version } });
+  return out.outputFiles[0].text;
+}
 
 await Promise.all(
   plugins.map(async (name) => {
     const outfile = `bin/${name}`;
     await build({
+      ...common,
       entryPoints: [`src/cmd/${name}.ts`],
       outfile,
-      bundle: true,
-      platform: 'node',
-      format: 'cjs',
-      target: 'node20',
-      minify: true,
-      legalComments: 'none',
       banner: { js: '#!/usr/bin/env node' },
-      define: { __VERSION__: JSON.stringify(process.env.npm_package_version ?? '0.1.0') },
-      // proper-lockfile's helpers for long-running programs cost ~15 ms per start; see src/shims.
-      alias: { 'graceful-fs': './src/shims/graceful-fs.ts', 'signal-exit': './src/shims/signal-exit.ts' },
-      logLevel: 'warning',
+      define: { __VERSION__: version, __CLI_SOURCE__: JSON.stringify(await cliSource(name)) },
     });
     chmodSync(outfile, 0o755);
   }),
