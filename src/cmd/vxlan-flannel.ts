@@ -1,11 +1,10 @@
-// bin/vxlan-flannel: the CNI plugin when CNI_COMMAND is set; otherwise the
-// node daemon and operator commands (loaded lazily, so CNI calls never parse
-// commander or the etcd client).
+// bin/vxlan-flannel: the CNI plugin when run by a runtime; otherwise the node
+// daemon and operator commands, embedded as a string by build.mjs and compiled
+// only then, so CNI calls never parse commander or the etcd/grpc client.
 import { runCni } from '../cni/skel';
+import { isCniInvocation } from '../cni/env';
 import { flannelPlugin } from '../flannel/cni';
+import { runEmbeddedCli } from '../cli/embedded';
 
-if (process.env.CNI_COMMAND) {
-  void runCni(flannelPlugin);
-} else {
-  void import('../cli/vxlan-flannel').then((cli) => cli.main(process.argv));
-}
+if (isCniInvocation(process.env)) void runCni(flannelPlugin);
+else void runEmbeddedCli(process.argv);

@@ -6,8 +6,11 @@ import { execFileSync } from 'node:child_process';
 const REQUIRED_FILES = [
   'bin/host-local',
   '/usr/lib/cni/host-local', // Debian's containernetworking-plugins: the Go reference
+  'bin/vxlan-flannel',
+  '/usr/bin/etcd', // Debian's etcd-server: the flannel lease store
+  '/usr/bin/etcdctl', // Debian's etcd-client: leases written by hand, as flanneld writes them
 ];
-const REQUIRED_COMMANDS = ['ip', 'nsenter'];
+const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping'];
 
 export default function setup(): void {
   const problems: string[] = [];

@@ -1,0 +1,245 @@
+// vxlan-flannel with real etcd: three node namespaces on an underlay bridge,
+// each running the daemon, pods attached through the CNI plugin inside the
+// node namespace, traffic across nodes over VXLAN.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { DaemonHandle, Host, NETWORK, Pod, Topology, sleep, waitFor } from './flannel-topology';
+
+const PREFIX = '/coreos.com/network';
+let topo: Topology;
+let etcd: string;
+let store: string[];
+let n1: Host, n2: Host, n3: Host;
+let d1: DaemonHandle, d2: DaemonHandle, d3: DaemonHandle;
+let s1: { subnet: string; vtepIP: string }, s2: { subnet: string; vtepIP: string }, s3: { subnet: string; vtepIP: string };
+let p1: Pod, p2: Pod, p3: Pod;
+
+const leaseOf = async (subnet: string) => {
+  const r = await topo.etcdctl(['get', `${PREFIX}/subnets/${subnet.replace('/', '-')}`, '--print-value-only']);
+  return r.stdout.trim() ? JSON.parse(r.stdout) : undefined;
+};
+const vtepMac = (node: Host) => topo.json(node.ns, 'link show dev flannel.1')[0].address as string;
+
+beforeAll(async () => {
+  topo = new Topology('fle');
+  n1 = topo.addHost('n1', 1);
+  n2 = topo.addHost('n2', 2);
+  n3 = topo.addHost('n3', 3);
+  etcd = await topo.startEtcd();
+  store = ['--etcd-endpoints', etcd];
+  const set = await topo.cli(topo.hosts.get('etcd')!, ['network', 'set', '--network', NETWORK, ...store]);
+  expect(set.code, set.stderr).toBe(0);
+  // two nodes starting at the same moment
+  d1 = topo.startDaemon(n1, store);
+  d2 = topo.startDaemon(n2, store);
+  [s1, s2] = await Promise.all([topo.waitSubnet(d1), topo.waitSubnet(d2)]);
+}, 60_000);
+
+afterAll(async () => {
+  await topo?.cleanup();
+});
+
+describe('vxlan-flannel with etcd', () => {
+  it('nodes starting together get distinct subnets, stored in flannel\'s schema under a 24 h etcd lease', async () => {
+    expect(s1.subnet).not.toBe(s2.subnet);
+    const cfg = await topo.etcdctl(['get', `${PREFIX}/config`, '--print-value-only']);
+    expect(JSON.parse(cfg.stdout)).toEqual({ Network: NETWORK, Backend: { Type: 'vxlan' } });
+    const raw = await topo.etcdctl(['get', `${PREFIX}/subnets/${s1.subnet.replace('/', '-')}`, '-w', 'json']);
+    const kv = JSON.parse(raw.stdout).kvs[0];
+    expect(Buffer.from(kv.value, 'base64').toString()).toBe(
+      `{"PublicIP":"${n1.ip}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${vtepMac(n1)}"}}`,
+    );
+    const leaseId = BigInt(/"lease":(\d+)/.exec(raw.stdout)![1]); // int64: beyond JSON.parse's precision
+    const ttl = await topo.etcdctl(['lease', 'timetolive', leaseId.toString(16), '-w', 'json']);
+    expect(JSON.parse(ttl.stdout)['granted-ttl'], ttl.stdout).toBe(86400);
+  });
+
+  it('the VTEP is flannel\'s: nolearning, port 8472, local = public IP, dev eth0, MTU 1450, the subnet address /32', () => {
+    const [link] = topo.json(n1.ns, '-d addr show dev flannel.1');
+    expect(link.linkinfo.info_data).toMatchObject({ id: 1, local: n1.ip, link: 'eth0', port: 8472, learning: false });
+    expect(link.mtu).toBe(1450);
+    expect(link.flags).toContain('UP');
+    expect(link.addr_info.filter((a: any) => a.family === 'inet')).toMatchObject([{ local: s1.vtepIP, prefixlen: 32 }]);
+    const env = topo.subnetFile(n1);
+    expect(existsSync(env)).toBe(true);
+  });
+
+  it('pods on two nodes reach each other, also with packets at the MTU (and not above it)', async () => {
+    p1 = await topo.addPod(n1);
+    p2 = await topo.addPod(n2);
+    expect(p1.ip.startsWith(s1.subnet.split('.').slice(0, 3).join('.'))).toBe(true);
+    expect(await topo.ping(p1, p2.ip)).toBe(true);
+    expect(await topo.ping(p2, p1.ip)).toBe(true);
+    const [eth0] = topo.json(p1.ns, 'link show dev eth0');
+    expect(eth0.mtu).toBe(1450);
+    expect(await topo.ping(p1, p2.ip, { size: 1450 - 28, dontFragment: true })).toBe(true);
+    expect(await topo.ping(p2, p1.ip, { size: 1450 - 28, dontFragment: true })).toBe(true);
+    expect(await topo.ping(p1, p2.ip, { size: 1450 - 28 + 1, dontFragment: true, timeoutS: 1 })).toBe(false);
+  });
+
+  it('CHECK and STATUS through the plugin; `status` shows every peer in place', async () => {
+    const env = { CNI_CONTAINERID: p1.id, CNI_NETNS: p1.path, CNI_IFNAME: 'eth0' };
+    const check = await topo.plugin(n1, 'CHECK', { ...topo.cniConfig(n1), prevResult: p1.result }, env);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+    // the overlay's own part of CHECK: a VTEP that is down fails it
+    topo.ip(n1.ns, 'link set flannel.1 down');
+    const down = await topo.plugin(n1, 'CHECK', { ...topo.cniConfig(n1), prevResult: p1.result }, env);
+    expect(down.json?.msg).toMatch(/VTEP flannel.1 is down/);
+    await waitFor('d1 to bring its VTEP up again', () => topo.json(n1.ns, 'link show dev flannel.1')[0].flags.includes('UP'), 5000);
+    const status = await topo.plugin(n1, 'STATUS', { ...topo.cniConfig(n1), cniVersion: '1.1.0' });
+    expect(status.code, status.stdout).toBe(0);
+    const st = await topo.cli(n1, ['status', '--json', '--subnet-file', topo.subnetFile(n1), ...store]);
+    expect(st.code, st.stdout + st.stderr).toBe(0);
+    expect(st.json.peers).toEqual([{ subnet: s2.subnet, publicIP: n2.ip, vtepMAC: vtepMac(n2), neigh: true, fdb: true, route: true }]);
+    expect(st.json.problems).toEqual([]);
+  });
+
+  it('a node joining later is programmed on the others within 2 s and reachable without any ADD there', async () => {
+    d3 = topo.startDaemon(n3, store, ['--release-on-exit']);
+    // the moment its lease is in etcd
+    const { value: key } = await waitFor('n3\'s lease in etcd', async () => {
+      const r = await topo.etcdctl(['get', `${PREFIX}/subnets/`, '--prefix', '--keys-only']);
+      return r.stdout.split('\n').map((l) => l.trim()).filter((k) => k.includes('/subnets/')).length === 3 && r.stdout;
+    }, 20_000, 20);
+    expect(key).toBeTruthy();
+    s3 = await topo.waitSubnet(d3);
+    const mac3 = vtepMac(n3);
+    const { ms } = await waitFor('n1 and n2 to program n3', () => {
+      const a = topo.peerState(n1.ns, s3.subnet, mac3, n3.ip);
+      const b = topo.peerState(n2.ns, s3.subnet, mac3, n3.ip);
+      return a.neigh && a.fdb && a.route && b.neigh && b.fdb && b.route;
+    }, 5000, 20);
+    expect(ms).toBeLessThan(2000);
+    // n3's own VTEP address answers pods of n1 and n2: no pod was added anywhere for this
+    expect(await topo.ping(p1, s3.vtepIP)).toBe(true);
+    expect(await topo.ping(p2, s3.vtepIP)).toBe(true);
+    p3 = await topo.addPod(n3);
+    expect(await topo.ping(p1, p3.ip)).toBe(true);
+    expect(await topo.ping(p3, p2.ip)).toBe(true);
+  });
+
+  it('a peer whose VTEP MAC changes leaves no stale FDB entry on the others', async () => {
+    // n3 crashes and comes back with a new VTEP (its lease is re-written with the new MAC, as flanneld does)
+    await topo.stopDaemon(d3, 'SIGKILL');
+    const oldMac = vtepMac(n3);
+    topo.ip(n3.ns, 'link del flannel.1');
+    const newMac = '0a:58:0a:58:33:33';
+    const lease = await leaseOf(s3.subnet);
+    lease.BackendData.VtepMAC = newMac;
+    const put = await topo.etcdctl(['put', `${PREFIX}/subnets/${s3.subnet.replace('/', '-')}`, JSON.stringify(lease), '--ignore-lease']);
+    expect(put.code, put.stderr).toBe(0);
+    await waitFor('n1 to move to the new MAC', () => {
+      const st = topo.peerState(n1.ns, s3.subnet, newMac, n3.ip);
+      return st.neigh && st.fdb && st.route && st.staleFdb.length === 0;
+    }, 3000, 20);
+    expect(topo.fdb(n1.ns, 'flannel.1').map((f) => f.mac)).not.toContain(oldMac);
+    expect(topo.fdb(n2.ns, 'flannel.1').map((f) => f.mac)).not.toContain(oldMac);
+    d3 = topo.startDaemon(n3, store, ['--release-on-exit']);
+    await waitFor('n3\'s VTEP with the lease\'s MAC, and n3 programming n1', () => {
+      const st = topo.peerState(n3.ns, s1.subnet, vtepMac(n1), n1.ip);
+      return vtepMac(n3) === newMac && st.neigh && st.fdb && st.route;
+    }, 10_000);
+    expect(await topo.ping(p1, p3.ip), d3.log()).toBe(true);
+  });
+
+  it('entries deleted by hand come back, unknown ones go, a deleted VTEP is recreated', async () => {
+    const mac2 = vtepMac(n2);
+    topo.ip(n1.ns, `route del ${s2.subnet} dev flannel.1`);
+    topo.ip(n1.ns, `neigh del ${s2.vtepIP} dev flannel.1`);
+    topo.ip(n1.ns, `route add 10.88.250.0/24 via 10.88.250.0 dev flannel.1 onlink`);
+    topo.ip(n1.ns, `neigh add 10.88.250.0 lladdr 0a:00:00:00:fa:00 dev flannel.1 nud permanent`);
+    const { sh } = await import('./helpers');
+    sh(['bridge', '-n', n1.ns, 'fdb', 'del', mac2, 'dst', n2.ip, 'dev', 'flannel.1', 'self']);
+    sh(['bridge', '-n', n1.ns, 'fdb', 'add', '0a:00:00:00:fa:00', 'dst', '192.168.88.250', 'dev', 'flannel.1', 'self', 'permanent']);
+    await waitFor('n1 to repair its peers', () => {
+      const st = topo.peerState(n1.ns, s2.subnet, mac2, n2.ip);
+      const routes = topo.json(n1.ns, 'route show dev flannel.1').map((r: any) => r.dst);
+      const fdb = topo.fdb(n1.ns, 'flannel.1').map((f) => f.mac);
+      return st.neigh && st.fdb && st.route && !routes.includes('10.88.250.0/24') && !fdb.includes('0a:00:00:00:fa:00');
+    }, 5000);
+    expect(d1.log()).toMatch(/route 10.88.250.0\/24: removed \(no lease\)/);
+
+    const mac1 = vtepMac(n1);
+    topo.ip(n1.ns, 'link del flannel.1');
+    await waitFor('n1 to recreate its VTEP and its peers', () => {
+      const a = topo.peerState(n1.ns, s2.subnet, mac2, n2.ip);
+      return a.neigh && a.fdb && a.route;
+    }, 5000);
+    expect(vtepMac(n1)).toBe(mac1); // same MAC: the peers need no change
+    expect(d1.log()).toMatch(/VTEP flannel.1 was missing .*: recreated/);
+    expect(await topo.ping(p1, p2.ip)).toBe(true);
+  });
+
+  it('a lease written by hand in flannel\'s exact JSON (a flanneld node) is programmed and reachable', async () => {
+    // "n9" plays a flanneld node: its VTEP and its routes to n1 made by hand, its lease put with etcdctl
+    const n9 = topo.addHost('n9', 9);
+    const mac9 = '0a:58:0a:58:c8:09';
+    topo.ip(n9.ns, `link add flannel.1 address ${mac9} mtu 1450 type vxlan id 1 local ${n9.ip} dev eth0 dstport 8472 nolearning`);
+    topo.ip(n9.ns, 'addr add 10.88.200.0/32 dev flannel.1');
+    topo.ip(n9.ns, 'link set flannel.1 up');
+    const mac1 = vtepMac(n1);
+    topo.ip(n9.ns, `neigh replace ${s1.vtepIP} lladdr ${mac1} dev flannel.1 nud permanent`);
+    const { sh } = await import('./helpers');
+    sh(['bridge', '-n', n9.ns, 'fdb', 'replace', mac1, 'dst', n1.ip, 'dev', 'flannel.1', 'self', 'permanent']);
+    topo.ip(n9.ns, `route replace ${s1.subnet} via ${s1.vtepIP} dev flannel.1 onlink`);
+
+    const grant = await topo.etcdctl(['lease', 'grant', '600']);
+    const leaseId = /lease ([0-9a-f]+) granted/.exec(grant.stdout)![1];
+    const value = `{"PublicIP":"${n9.ip}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac9}"}}`;
+    const put = await topo.etcdctl(['put', `${PREFIX}/subnets/10.88.200.0-24`, value, `--lease=${leaseId}`]);
+    expect(put.code, put.stderr).toBe(0);
+    for (const n of [n1, n2, n3]) {
+      await waitFor(`${n.name} to program the flanneld lease`, () => {
+        const st = topo.peerState(n.ns, '10.88.200.0/24', mac9, n9.ip);
+        return st.neigh && st.fdb && st.route;
+      }, 3000, 20);
+    }
+    expect(await topo.ping(p1, '10.88.200.0')).toBe(true);
+
+    // the flanneld node goes away (its etcd lease is revoked): everyone forgets it
+    await topo.etcdctl(['lease', 'revoke', leaseId]);
+    await waitFor('n1 to drop the flanneld node', () => {
+      const st = topo.peerState(n1.ns, '10.88.200.0/24', mac9, n9.ip);
+      return !st.neigh && !st.fdb && !st.route;
+    }, 3000, 20);
+  });
+
+  it('etcd down: clear log lines, the overlay keeps working; etcd back: the daemons carry on', async () => {
+    await topo.stopEtcd();
+    await waitFor('d1 to notice etcd is down', () => /unreachable/.test(d1.log()) && /keeping the overlay/.test(d1.log()), 15_000, 200);
+    expect(await topo.ping(p1, p2.ip)).toBe(true);
+    expect(await topo.ping(p3, p1.ip)).toBe(true);
+    const st = topo.peerState(n1.ns, s2.subnet, vtepMac(n2), n2.ip);
+    expect(st.neigh && st.fdb && st.route).toBe(true);
+    await topo.startEtcd();
+    await waitFor('d1 to reach etcd again', () => /reachable again/.test(d1.log()), 20_000, 200);
+    expect(await topo.ping(p1, p2.ip)).toBe(true);
+  });
+
+  it('a node leaving is cleaned from the others (its lease, VTEP and subnet.env go)', async () => {
+    const mac3 = vtepMac(n3);
+    expect(await topo.stopDaemon(d3, 'SIGTERM')).toBe(0);
+    expect(await leaseOf(s3.subnet)).toBeUndefined();
+    expect(existsSync(topo.subnetFile(n3))).toBe(false);
+    expect(topo.json(n3.ns, 'link show type vxlan')).toEqual([]);
+    const { ms } = await waitFor('n1 and n2 to forget n3', () => {
+      const a = topo.peerState(n1.ns, s3.subnet, mac3, n3.ip);
+      const b = topo.peerState(n2.ns, s3.subnet, mac3, n3.ip);
+      return !a.neigh && !a.fdb && !a.route && !b.neigh && !b.fdb && !b.route;
+    }, 5000, 20);
+    expect(ms).toBeLessThan(2000);
+    expect(await topo.ping(p1, p2.ip)).toBe(true);
+  });
+
+  it('DEL through the plugin removes the saved config; a second DEL is still success', async () => {
+    const dataDir = join(topo.tmp.path, 'n1', 'flannel-data');
+    expect(readdirSync(dataDir)).toContain(p1.id);
+    const r = await topo.delPod(p1);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(readdirSync(dataDir)).not.toContain(p1.id);
+    expect(topo.json(p1.ns, 'link show').map((l: any) => l.ifname)).toEqual(['lo']);
+    expect((await topo.delPod(p1)).code).toBe(0);
+    await sleep(0);
+  });
+});

@@ -1,0 +1,324 @@
+// A small cluster on one machine for the vxlan-flannel tests: an underlay
+// bridge in its own namespace, "node" namespaces joined to it by veths (each
+// running the daemon, with the VTEP created inside it), an optional etcd in
+// its own namespace on the underlay, and pod namespaces attached through the
+// CNI plugin run inside the node namespace, as a runtime on that node would.
+// Nothing touches the machine's own interfaces; cleanup() removes every
+// namespace, process and temp dir, also after a failure.
+import { ChildProcess, spawn, execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { OUR_BIN, ROOT, sh, tempDir } from './helpers';
+
+export const FLANNEL = join(OUR_BIN, 'vxlan-flannel');
+/** The bridge delegate: ours once bin/bridge is built, the Go reference until then. */
+export const BRIDGE = existsSync(join(OUR_BIN, 'bridge')) ? join(OUR_BIN, 'bridge') : '/usr/lib/cni/bridge';
+export const UNDERLAY_PREFIX = '192.168.88';
+export const ETCD_IP = `${UNDERLAY_PREFIX}.100`;
+export const NETWORK = '10.88.0.0/16';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns the value and how long it took. */
+export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 10_000, everyMs = 50): Promise<{ value: T; ms: number }> {
+  const t0 = Date.now();
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value) return { value, ms: Date.now() - t0 };
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await sleep(everyMs);
+  }
+}
+
+export interface Host {
+  name: string;
+  ns: string;
+  path: string;
+  ip: string;
+}
+
+export interface DaemonHandle {
+  node: Host;
+  proc: ChildProcess;
+  logFile: string;
+  subnetFile: string;
+  log(): string;
+  exited: Promise<number | null>;
+}
+
+export interface Pod {
+  name: string;
+  ns: string;
+  path: string;
+  node: Host;
+  id: string;
+  ip: string;
+  /** The ADD result, the prevResult of a CHECK. */
+  result: any;
+}
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Runs argv inside a namespace with env and stdin; resolves with the outcome (never rejects on exit codes). */
+export function runIn(nsPath: string, argv: string[], env: Record<string, string> = {}, stdin = ''): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=${nsPath}`, '--', ...argv], {
+      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const stdout = Buffer.concat(out).toString();
+      let json: unknown;
+      try {
+        json = stdout.trim() ? JSON.parse(stdout) : undefined;
+      } catch {
+        json = undefined;
+      }
+      resolve({ code: code ?? -1, stdout, stderr: Buffer.concat(err).toString(), json });
+    });
+    child.stdin.on('error', () => {});
+    child.stdin.end(stdin);
+  });
+}
+
+export class Topology {
+  readonly tmp: { path: string; remove: () => void };
+  readonly ul: string;
+  readonly cniBin: string;
+  private readonly namespaces: string[] = [];
+  private readonly procs: ChildProcess[] = [];
+  private etcd?: ChildProcess;
+  readonly hosts = new Map<string, Host>();
+  private podSeq = 0;
+
+  constructor(readonly prefix: string) {
+    this.tmp = tempDir(`flannel-${prefix}`);
+    this.ul = `${prefix}-ul`;
+    this.cniBin = join(this.tmp.path, 'cni-bin');
+    mkdirSync(this.cniBin);
+    symlinkSync(BRIDGE, join(this.cniBin, 'bridge'));
+    symlinkSync(join(OUR_BIN, 'host-local'), join(this.cniBin, 'host-local'));
+    symlinkSync(FLANNEL, join(this.cniBin, 'vxlan-flannel'));
+    this.netns(this.ul);
+    this.ip(this.ul, 'link add br0 type bridge');
+    this.ip(this.ul, 'link set br0 up');
+  }
+
+  private netns(name: string): string {
+    try {
+      sh(['ip', 'netns', 'del', name]);
+    } catch {
+      // not there
+    }
+    sh(['ip', 'netns', 'add', name]);
+    this.namespaces.push(name);
+    this.ip(name, 'link set lo up');
+    return `/var/run/netns/${name}`;
+  }
+
+  ip(ns: string, args: string): string {
+    return sh(['ip', '-n', ns, ...args.split(' ')]);
+  }
+
+  sysctl(ns: string, key: string, value: string): void {
+    sh(['nsenter', `--net=/var/run/netns/${ns}`, '--', 'sh', '-c', `echo ${value} > /proc/sys/${key.replace(/\./g, '/')}`]);
+  }
+
+  /** A host on the underlay: a namespace with eth0 at 192.168.88.<octet>, forwarding on, rp_filter off. */
+  addHost(name: string, octet: number, mtu = 1500): Host {
+    const ns = `${this.prefix}-${name}`;
+    const path = this.netns(ns);
+    const peer = `${this.prefix}${name}`;
+    sh(['ip', 'link', 'add', 'eth0', 'netns', ns, 'mtu', String(mtu), 'type', 'veth', 'peer', 'name', peer, 'netns', this.ul, 'mtu', String(mtu)]);
+    this.ip(this.ul, `link set ${peer} master br0 up`);
+    this.ip(ns, `addr add ${UNDERLAY_PREFIX}.${octet}/24 dev eth0`);
+    this.ip(ns, 'link set eth0 up');
+    this.sysctl(ns, 'net.ipv4.ip_forward', '1');
+    this.sysctl(ns, 'net.ipv6.conf.all.forwarding', '1');
+    this.sysctl(ns, 'net.ipv4.conf.all.rp_filter', '0');
+    this.sysctl(ns, 'net.ipv4.conf.default.rp_filter', '0');
+    const host = { name, ns, path, ip: `${UNDERLAY_PREFIX}.${octet}` };
+    this.hosts.set(name, host);
+    return host;
+  }
+
+  /** etcd in its own namespace on the underlay, with a temp data dir. */
+  async startEtcd(): Promise<string> {
+    const host = this.hosts.get('etcd') ?? this.addHost('etcd', 100);
+    const dataDir = join(this.tmp.path, 'etcd-data');
+    const endpoint = `http://${host.ip}:2379`;
+    const log = openSync(join(this.tmp.path, 'etcd.log'), 'a');
+    this.etcd = spawn(
+      'nsenter',
+      [`--net=${host.path}`, '--', '/usr/bin/etcd', '--name', 'fltest', '--data-dir', dataDir,
+        '--listen-client-urls', endpoint, '--advertise-client-urls', endpoint,
+        '--listen-peer-urls', 'http://127.0.0.1:2380', '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
+        '--initial-cluster', 'fltest=http://127.0.0.1:2380', '--log-level', 'warn'],
+      { stdio: ['ignore', log, log] },
+    );
+    closeSync(log);
+    this.procs.push(this.etcd);
+    await waitFor('etcd to answer', async () => (await this.etcdctl(['endpoint', 'health'])).code === 0, 20_000, 200);
+    return endpoint;
+  }
+
+  async stopEtcd(): Promise<void> {
+    const e = this.etcd;
+    if (!e || e.exitCode !== null) return;
+    const done = new Promise((r) => e.once('exit', r));
+    e.kill('SIGTERM');
+    await done;
+  }
+
+  etcdctl(args: string[], stdin = ''): Promise<RunResult> {
+    const host = this.hosts.get('etcd')!;
+    return runIn(host.path, ['/usr/bin/etcdctl', `--endpoints=http://${host.ip}:2379`, '--dial-timeout=2s', '--command-timeout=3s', ...args], { ETCDCTL_API: '3' }, stdin);
+  }
+
+  /** Runs `vxlan-flannel <args>` (an operator command) in a namespace. */
+  cli(host: Host, args: string[]): Promise<RunResult> {
+    return runIn(host.path, [FLANNEL, ...args]);
+  }
+
+  subnetFile(node: Host): string {
+    return join(this.tmp.path, node.name, 'subnet.env');
+  }
+
+  /** Starts the daemon inside the node's namespace; its log goes to <tmp>/<node>/daemon.log. */
+  startDaemon(node: Host, storeArgs: string[], extra: string[] = []): DaemonHandle {
+    const dir = join(this.tmp.path, node.name);
+    mkdirSync(dir, { recursive: true });
+    const logFile = join(dir, 'daemon.log');
+    const fd = openSync(logFile, 'a');
+    const subnetFile = this.subnetFile(node);
+    const proc = spawn(
+      'nsenter',
+      [`--net=${node.path}`, '--', FLANNEL, 'daemon', '--iface', 'eth0', '--subnet-file', subnetFile, '--reconcile-interval', '1', ...storeArgs, ...extra],
+      { stdio: ['ignore', fd, fd] },
+    );
+    closeSync(fd);
+    this.procs.push(proc);
+    const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    return { node, proc, logFile, subnetFile, exited, log: () => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : '') };
+  }
+
+  async stopDaemon(d: DaemonHandle, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    if (d.proc.exitCode === null && d.proc.signalCode === null) d.proc.kill(signal);
+    return d.exited;
+  }
+
+  /** subnet.env of a running daemon, once written. */
+  async waitSubnet(d: DaemonHandle, timeoutMs = 20_000): Promise<{ subnet: string; vtepIP: string; env: string }> {
+    const { value } = await waitFor(
+      `${d.node.name}'s subnet.env (daemon log:\n${d.log()})`,
+      () => (existsSync(d.subnetFile) ? readFileSync(d.subnetFile, 'utf8') : ''),
+      timeoutMs,
+    );
+    const m = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\.1\/(\d+)/.exec(value)!;
+    return { subnet: `${m[1]}.0/${m[2]}`, vtepIP: `${m[1]}.0`, env: value };
+  }
+
+  /** The CNI config of a node, as a runtime would hand it to the plugin. */
+  cniConfig(node: Host, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      cniVersion: '1.0.0',
+      name: `${this.prefix}-podnet`,
+      type: 'vxlan-flannel',
+      subnetFile: this.subnetFile(node),
+      dataDir: join(this.tmp.path, node.name, 'flannel-data'),
+      ipam: { dataDir: join(this.tmp.path, node.name, 'ipam') },
+      ...extra,
+    };
+  }
+
+  /** Runs the plugin inside the node's namespace with a CNI environment. */
+  plugin(node: Host, command: string, conf: unknown, env: Record<string, string> = {}): Promise<RunResult> {
+    return runIn(node.path, [FLANNEL], { CNI_COMMAND: command, CNI_PATH: this.cniBin, ...env }, JSON.stringify(conf));
+  }
+
+  /** A pod namespace attached to the overlay through the plugin (ADD), returning its address. */
+  async addPod(node: Host): Promise<Pod> {
+    const name = `p${++this.podSeq}`;
+    const ns = `${this.prefix}-${name}`;
+    const path = this.netns(ns);
+    const id = `${this.prefix}-ctr-${name}`;
+    const r = await this.plugin(node, 'ADD', this.cniConfig(node), { CNI_CONTAINERID: id, CNI_NETNS: path, CNI_IFNAME: 'eth0' });
+    if (r.code !== 0) throw new Error(`ADD ${name} on ${node.name} failed (${r.code}): ${r.stdout} ${r.stderr}`);
+    const ip = (r.json.ips[0].address as string).split('/')[0];
+    return { name, ns, path, node, id, ip, result: r.json };
+  }
+
+  delPod(pod: Pod): Promise<RunResult> {
+    return this.plugin(pod.node, 'DEL', this.cniConfig(pod.node), { CNI_CONTAINERID: pod.id, CNI_NETNS: pod.path, CNI_IFNAME: 'eth0' });
+  }
+
+  /** One ping from a pod (or host) namespace; true when answered. */
+  async ping(from: { path: string }, to: string, opts: { size?: number; dontFragment?: boolean; timeoutS?: number } = {}): Promise<boolean> {
+    const args = ['ping', '-n', '-q', '-c', '1', '-W', String(opts.timeoutS ?? 2)];
+    if (opts.size !== undefined) args.push('-s', String(opts.size));
+    if (opts.dontFragment) args.push('-M', 'do');
+    return (await runIn(from.path, [...args, to])).code === 0;
+  }
+
+  json<T = any>(ns: string, args: string): T {
+    const out = sh(['ip', '-n', ns, '-j', ...args.split(' ')]);
+    return (out.trim() ? JSON.parse(out) : []) as T;
+  }
+
+  fdb(ns: string, dev: string): { mac: string; dst?: string }[] {
+    const out = sh(['bridge', '-n', ns, '-j', 'fdb', 'show', 'dev', dev]);
+    return out.trim() ? JSON.parse(out) : [];
+  }
+
+  /** Whether node `ns` has peer `subnet` programmed: neighbour → mac, FDB mac → dst, route via the VTEP IP. */
+  peerState(ns: string, subnet: string, mac: string, dst: string, dev = 'flannel.1'): { neigh: boolean; fdb: boolean; route: boolean; staleFdb: string[] } {
+    const vtepIP = subnet.split('/')[0];
+    const neigh = this.json<{ dst: string; lladdr?: string; state?: string[] }[]>(ns, `neigh show dev ${dev}`);
+    const fdb = this.fdb(ns, dev);
+    const routes = this.json<{ dst: string; gateway?: string; flags?: string[] }[]>(ns, `route show dev ${dev}`);
+    return {
+      neigh: neigh.some((n) => n.dst === vtepIP && n.lladdr === mac && !!n.state?.includes('PERMANENT')),
+      fdb: fdb.some((f) => f.mac === mac && f.dst === dst),
+      route: routes.some((r) => r.dst === subnet && r.gateway === vtepIP && !!r.flags?.includes('onlink')),
+      staleFdb: fdb.filter((f) => f.dst === dst && f.mac !== mac).map((f) => f.mac),
+    };
+  }
+
+  /** Kills every process, removes every namespace and the temp dir; safe to call twice. */
+  async cleanup(): Promise<void> {
+    for (const p of this.procs) {
+      if (p.exitCode === null && p.signalCode === null) {
+        const done = new Promise((r) => p.once('exit', r));
+        p.kill('SIGTERM');
+        await Promise.race([done, sleep(3000)]);
+        if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+      }
+    }
+    for (const ns of this.namespaces.reverse()) {
+      try {
+        execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+      } catch {
+        // already gone
+      }
+    }
+    this.namespaces.length = 0;
+    this.tmp.remove();
+  }
+}
+
+export { ROOT, writeFileSync };
