@@ -67,14 +67,22 @@ export class Daemon {
     this.log = opts.log ?? ((msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${msg}\n`));
   }
 
-  /** Runs `fn` until it succeeds, logging each failure and backing off (1 s doubling to 30 s). */
+  /**
+   * Runs `fn` until it succeeds, logging each failure and backing off (1 s
+   * doubling to 10 s; back to 1 s when the reason changes, e.g. etcd came back
+   * but the pool is full).
+   */
   private async retry<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    for (let delay = 1000; ; delay = Math.min(delay * 2, 30_000)) {
+    let lastReason = '';
+    for (let delay = 1000; ; delay = Math.min(delay * 2, 10_000)) {
       try {
         return await fn();
       } catch (err) {
         if (this.stopped) throw err;
-        this.log(`cannot ${what}: ${(err as Error).message}; retrying in ${delay / 1000} s`);
+        const reason = (err as Error).message;
+        if (reason !== lastReason) delay = 1000;
+        lastReason = reason;
+        this.log(`cannot ${what}: ${reason}; retrying in ${delay / 1000} s`);
         await sleep(delay);
         if (this.stopped) throw new Error('stopped');
       }
