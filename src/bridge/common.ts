@@ -1,0 +1,15 @@
+// Small pieces shared by the bridge's commands.
+import { CniError, ErrorCode } from '../cni/errors';
+
+/** A failed kernel-facing step as a CNI error naming the step; the tool's own words go in the message. */
+export function kernelError(what: string, err: unknown): CniError {
+  if (err instanceof CniError) return err;
+  const e = err as NodeJS.ErrnoException;
+  if (e?.code === 'ENOENT' && e.syscall?.startsWith('spawn')) {
+    return new CniError(ErrorCode.Internal, `${what}: ${e.syscall.slice(6)} is not installed (not found in PATH)`);
+  }
+  return new CniError(ErrorCode.Internal, `${what}: ${e?.message ?? String(err)}`);
+}
+
+/** The readable part of a rule comment. */
+export const masqLabel = (network: string, containerId: string, ifname: string) => `net=${network} id=${containerId} if=${ifname}`;

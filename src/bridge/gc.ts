@@ -1,0 +1,50 @@
+// GC and STATUS. GC removes what stale attachments of this network left in
+// the host firewall (masquerade, MAC spoof check), found by their tags, then
+// hands over to the IPAM's GC. STATUS is the IPAM's STATUS (an L2-only
+// network is always ready).
+import { validAttachments } from '../cni/gc';
+import type { Request } from '../cni/skel';
+import { parseBridgeConfig } from './config';
+import { planIpam, callIpam } from './ipam';
+import { attachmentTags, netTag } from './names';
+import { kernelError } from './common';
+
+export async function gc(req: Request): Promise<void> {
+  const cfg = parseBridgeConfig(req.conf, req.inv.args, 'GC');
+  const valid = validAttachments(req.conf);
+  const ipam = cfg.ipamType ? planIpam(cfg.ipamType, req.inv.path) : undefined;
+  const list = (req.conf['cni.dev/valid-attachments'] ?? req.conf['cni.dev/attachments'] ?? []) as { containerID: string; ifname: string }[];
+  const keep = new Set(list.filter((a) => valid.has(a.containerID, a.ifname)).map((a) => attachmentTags(cfg.network, a.containerID, a.ifname).attTag));
+  const mine = netTag(cfg.network);
+
+  const cleanups: Promise<unknown>[] = [];
+  if (cfg.ipMasq) {
+    cleanups.push(
+      import('../iproute/masq').then(async ({ masqRemove }) => {
+        const gone = await masqRemove(cfg.ipMasqBackend, (net, att) => net === mine && !keep.has(att)).catch((e) => {
+          throw kernelError(`GC of masquerade rules (${cfg.ipMasqBackend})`, e);
+        });
+        if (gone.length) process.stderr.write(`bridge: GC removed the masquerade rules of ${gone.length} stale attachment(s)\n`);
+      }),
+    );
+  }
+  if (cfg.macspoofchk) {
+    cleanups.push(
+      import('../iproute/spoofchk').then(async ({ spoofchkGc }) => {
+        const gone = await spoofchkGc(mine, (att) => keep.has(att)).catch((e) => {
+          throw kernelError('GC of MAC spoof checks', e);
+        });
+        if (gone.length) process.stderr.write(`bridge: GC removed the MAC spoof checks of ${gone.length} stale attachment(s)\n`);
+      }),
+    );
+  }
+  const settled = await Promise.allSettled(cleanups);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  if (ipam) await callIpam(ipam, 'GC', req);
+}
+
+export async function status(req: Request): Promise<void> {
+  const cfg = parseBridgeConfig(req.conf, req.inv.args, 'STATUS');
+  if (cfg.ipamType) await callIpam(planIpam(cfg.ipamType, req.inv.path), 'STATUS', req);
+}

@@ -1,0 +1,34 @@
+// Deterministic names: the host end of an attachment's veth and the tags that
+// mark its firewall rules are derived from (network, container ID, ifname),
+// so DEL, CHECK and GC find them without any saved state.
+import { sha256Hex } from './sha256';
+
+/**
+ * "veth" + 11 hex digits of sha256(containerID, ifname): 15 bytes, the most a
+ * link name may have. Longer than the reference's random "veth" + 8 hex, so
+ * the two can never collide on a shared bridge.
+ */
+export function hostVethName(containerId: string, ifname: string): string {
+  return 'veth' + sha256Hex(`veth\0${containerId}\0${ifname}`).slice(0, 11);
+}
+
+/** The host end of the veth that carries a VLAN's gateway address (one per bridge and VLAN). */
+export function vlanGatewayPeerName(bridge: string, vlan: number): string {
+  return 'veth' + sha256Hex(`vlan-gw\0${bridge}\0${vlan}`).slice(0, 11);
+}
+
+/** The link that holds a VLAN's gateway address: "<bridge>.<vlan>" as in the reference. */
+export const vlanGatewayName = (bridge: string, vlan: number) => `${bridge}.${vlan}`;
+
+export interface Tags {
+  /** 8 hex: the network. */
+  netTag: string;
+  /** 20 hex: the attachment (network, container ID, ifname). */
+  attTag: string;
+}
+
+export const netTag = (network: string) => sha256Hex(`net\0${network}`).slice(0, 8);
+
+export function attachmentTags(network: string, containerId: string, ifname: string): Tags {
+  return { netTag: netTag(network), attTag: sha256Hex(`att\0${network}\0${containerId}\0${ifname}`).slice(0, 20) };
+}

@@ -1,0 +1,32 @@
+// bridge's operator commands.
+import { baseProgram, runProgram } from './common';
+import { attachmentTags, hostVethName, netTag } from '../bridge/names';
+
+export async function main(argv: string[]): Promise<void> {
+  const program = baseProgram('bridge', 'bridge: attaches containers to a Linux bridge through a veth pair, with addresses from an IPAM plugin.');
+  program
+    .command('veth-name')
+    .description("print the host-side veth name and rule tags of an attachment (as DEL and CHECK derive them)")
+    .argument('<containerID>', 'the CNI_CONTAINERID')
+    .argument('<ifname>', 'the CNI_IFNAME, e.g. eth0')
+    .option('--network <name>', 'network name, to also print the rule tags')
+    .action((containerId: string, ifname: string, opts: { network?: string }) => {
+      const out: Record<string, string> = { hostVeth: hostVethName(containerId, ifname) };
+      if (opts.network) Object.assign(out, attachmentTags(opts.network, containerId, ifname));
+      process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+    });
+  program
+    .command('masq')
+    .description('list the masquerade rules the bridge plugin installed, by attachment tag')
+    .option('--backend <backend>', 'iptables or nftables', 'iptables')
+    .option('--network <name>', 'only this network')
+    .action(async (opts: { backend: string; network?: string }) => {
+      if (opts.backend !== 'iptables' && opts.backend !== 'nftables') throw new Error('--backend must be iptables or nftables');
+      const { masqList } = await import('../iproute/masq');
+      const entries = await masqList(opts.backend);
+      const want = opts.network ? netTag(opts.network) : undefined;
+      const rows = entries.filter((e) => !want || e.netTag === want);
+      process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+    });
+  await runProgram(program, argv);
+}

@@ -1,0 +1,8 @@
+// bin/bridge: a CNI plugin when run by a runtime, an operator's CLI otherwise.
+import { runCni } from '../cni/skel';
+import { isCniInvocation } from '../cni/env';
+import { bridgePlugin } from '../bridge/plugin';
+import { runEmbeddedCli } from '../cli/embedded';
+
+if (isCniInvocation(process.env)) void runCni(bridgePlugin);
+else void runEmbeddedCli(process.argv);

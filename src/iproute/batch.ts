@@ -1,0 +1,166 @@
+// Batched `ip` / `bridge` calls that report per line: one process runs many
+// commands with `-force -batch -`, so a failing line (a bridge that already
+// exists, a link that is already gone) does not stop the rest, and the caller
+// decides line by line which failures matter. Query lines (`... show ...`)
+// produce JSON with `json: true`, returned in line order.
+//
+// iproute2 6.1 quirk: in one batch, `addr show` after `link show` loses its
+// `addr_info`. Read links with `addr show dev X` (see link.ts `showDev`): it
+// prints everything `link show` does plus the addresses.
+import { exec, type ExecOptions, type RunResult } from './exec';
+
+export type Line = readonly string[];
+
+export interface BatchOptions {
+  /** Network namespace path to run in; the caller's own namespace when absent. */
+  netns?: string;
+  /** `-json`: query lines return parsed JSON. */
+  json?: boolean;
+  /** `-details` (link kind, bridge and bridge-port attributes). */
+  details?: boolean;
+}
+
+export interface BatchResult {
+  /** Per line: the error text when the line failed, otherwise undefined. */
+  errors: (string | undefined)[];
+  /** Per line: the JSON a successful query line printed (json mode), otherwise undefined. */
+  outputs: unknown[];
+  /** Index of the first failed line, or -1. */
+  firstError: number;
+}
+
+/** Words `ip -batch` would split, unquote or cut (it drops everything after '#'). */
+const UNSAFE_WORD = /\s|"|'|\\|#/;
+
+export class UnsafeWordError extends Error {
+  constructor(
+    readonly program: string,
+    readonly word: string,
+  ) {
+    super(`${program} -batch cannot carry the word ${JSON.stringify(word)}`);
+    this.name = 'UnsafeWordError';
+  }
+}
+
+/** True when every word of `line` passes through `-batch` unchanged. */
+export function isBatchSafe(line: Line): boolean {
+  return line.every((w) => w !== '' && !UNSAFE_WORD.test(w));
+}
+
+/** A query line prints output: `<object> show|list|get ...` (and `vlan show` for bridge). */
+export function isQuery(line: Line): boolean {
+  return line[1] === 'show' || line[1] === 'list' || line[1] === 'get' || line[1] === 'lst';
+}
+
+/**
+ * Runs `lines` in one `ip` (or `bridge`) process with -force. Never throws
+ * for a failing line: see `errors`. Throws when the process itself fails
+ * (cannot enter the namespace, killed, unparsable output).
+ */
+export async function runBatch(program: 'ip' | 'bridge', lines: readonly Line[], opts: BatchOptions = {}): Promise<BatchResult> {
+  const result: BatchResult = { errors: lines.map(() => undefined), outputs: lines.map(() => undefined), firstError: -1 };
+  if (lines.length === 0) return result;
+  for (const line of lines) {
+    for (const word of line) if (word === '' || UNSAFE_WORD.test(word)) throw new UnsafeWordError(program, word);
+  }
+  const argv = [program, ...(opts.json ? ['-json'] : []), ...(opts.details ? ['-details'] : []), '-force', '-batch', '-'];
+  const input = lines.map((l) => l.join(' ')).join('\n') + '\n';
+  const execOpts: ExecOptions = { netns: opts.netns, input, allow: [1] };
+  const run = await exec(argv, execOpts);
+  const failed = parseFailures(run.stderr);
+  if (run.code !== 0 && failed.size === 0) {
+    throw new BatchProcessError(argv, run, opts.netns);
+  }
+  for (const [lineNo, msg] of failed) {
+    if (lineNo >= 1 && lineNo <= lines.length) result.errors[lineNo - 1] = msg || 'failed';
+  }
+  result.firstError = result.errors.findIndex((e) => e !== undefined);
+  if (opts.json) {
+    const values = splitJson(run.stdout);
+    let next = 0;
+    lines.forEach((line, i) => {
+      if (isQuery(line) && result.errors[i] === undefined) result.outputs[i] = values[next++];
+    });
+  }
+  return result;
+}
+
+/** The `ip`/`bridge` process failed as a whole (not a line of it). */
+export class BatchProcessError extends Error {
+  constructor(
+    readonly argv: readonly string[],
+    readonly result: RunResult,
+    readonly netns?: string,
+  ) {
+    const where = netns ? ` in netns ${netns}` : '';
+    super(`${argv[0]} -batch${where} failed (exit ${result.code}): ${result.stderr.trim() || result.stdout.trim()}`);
+    this.name = 'BatchProcessError';
+  }
+}
+
+/**
+ * Maps "Command failed -:N" markers on stderr to the message printed before
+ * each (the text since the previous marker).
+ */
+export function parseFailures(stderr: string): Map<number, string> {
+  const failures = new Map<number, string>();
+  const marker = /Command failed [^\n]*?:(\d+)\n?/g;
+  let last = 0;
+  for (let m = marker.exec(stderr); m; m = marker.exec(stderr)) {
+    failures.set(Number(m[1]), stderr.slice(last, m.index).trim());
+    last = m.index + m[0].length;
+  }
+  return failures;
+}
+
+/** Splits concatenated JSON values ("[...]\n[...]") as `ip -json -batch` prints them. */
+export function splitJson(text: string): unknown[] {
+  const values: unknown[] = [];
+  let depth = 0;
+  let start = -1;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    else if (c === '[' || c === '{') {
+      if (depth++ === 0) start = i;
+    } else if (c === ']' || c === '}') {
+      if (--depth === 0) values.push(JSON.parse(text.slice(start, i + 1)));
+    }
+  }
+  if (depth !== 0) throw new Error(`truncated JSON from ip: ${text.slice(start, start + 200)}`);
+  return values;
+}
+
+/** Throws the first failing line's error as an Error naming the command. */
+export function throwOnError(program: string, lines: readonly Line[], res: BatchResult, ignore?: (i: number, msg: string) => boolean): void {
+  res.errors.forEach((msg, i) => {
+    if (msg !== undefined && !ignore?.(i, msg)) {
+      throw new LineError(program, lines[i], msg);
+    }
+  });
+}
+
+/** One batch line failed. */
+export class LineError extends Error {
+  constructor(
+    readonly program: string,
+    readonly line: Line,
+    readonly reason: string,
+  ) {
+    super(`${program} ${line.join(' ')}: ${reason}`);
+    this.name = 'LineError';
+  }
+}
+
+/** Error-text classifiers (the kernel's and iproute2's wording). */
+export const isExists = (msg: string | undefined) => !!msg && /File exists/i.test(msg);
+export const isNoDevice = (msg: string | undefined) =>
+  !!msg && /(Cannot find device|does not exist|No such device)/i.test(msg);
+export const isNoSuchEntry = (msg: string | undefined) =>
+  !!msg && /(No such process|Cannot assign requested address|No such file or directory|does not exist)/i.test(msg);

@@ -1,0 +1,193 @@
+// Links: command lines for `ip -batch` (pure builders, so plugin logic can be
+// unit-tested on the lines it would run) and the shape of `ip -json -details
+// addr show` output. Names and addresses must be validated before they get
+// here; runBatch refuses words -batch would mangle.
+import type { Line } from './batch';
+import type { AddrInfo } from './addr';
+
+/** One link as `ip -json -details addr show dev X` prints it (the fields we use). */
+export interface IpLink {
+  ifindex: number;
+  ifname: string;
+  flags: string[];
+  mtu: number;
+  master?: string;
+  operstate?: string;
+  address?: string;
+  /** The peer's ifindex for a veth (in the peer's namespace when link_netnsid is set). */
+  link_index?: number;
+  link_netnsid?: number;
+  /** `link` names the peer when it is in the same namespace. */
+  link?: string;
+  promiscuity?: number;
+  linkinfo?: {
+    info_kind?: string;
+    info_data?: Record<string, unknown>;
+    info_slave_kind?: string;
+    info_slave_data?: Record<string, unknown>;
+  };
+  addr_info?: AddrInfo[];
+}
+
+/** Kernel limits for a link name (IFNAMSIZ - 1 bytes; no '/', ':' or whitespace; not '.' or '..'). */
+export function ifnameProblem(name: string): string | undefined {
+  if (name === '') return 'it is empty';
+  if (Buffer.byteLength(name) > 15) return 'it is longer than 15 bytes';
+  if (name === '.' || name === '..') return "it is '.' or '..'";
+  if (/[/:\s]/.test(name)) return "it contains '/', ':' or whitespace";
+  if (/["'\\#]/.test(name)) return 'it contains a quote, backslash or #, which ip -batch cannot carry';
+  return undefined;
+}
+
+/** A 48-bit unicast Ethernet address, lower-cased, or undefined. */
+export function normalizeMac(mac: string): string | undefined {
+  const m = /^([0-9a-f]{2})([:-])([0-9a-f]{2})\2([0-9a-f]{2})\2([0-9a-f]{2})\2([0-9a-f]{2})\2([0-9a-f]{2})$/i.exec(mac);
+  if (!m) return undefined;
+  const bytes = [m[1], m[3], m[4], m[5], m[6], m[7]].map((b) => b.toLowerCase());
+  return bytes.join(':');
+}
+
+export const isMulticastMac = (mac: string) => (parseInt(mac.slice(0, 2), 16) & 1) === 1;
+
+/**
+ * A random locally administered unicast MAC. Math.random is enough here (the
+ * kernel's own veth/bridge MACs are random too) and avoids loading node:crypto
+ * (several ms) on every call.
+ */
+export function randomMac(): string {
+  const bytes = Array.from({ length: 6 }, () => Math.floor(Math.random() * 256));
+  bytes[0] = (bytes[0] & 0xfc) | 0x02;
+  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
+}
+
+export interface BridgeAddOptions {
+  mtu?: number;
+  /** Fixed MAC: the kernel then never replaces it with a port's MAC. */
+  mac?: string;
+  vlanFiltering?: boolean;
+}
+
+/** `link add name BR type bridge ...` (fails with "File exists" when it is there). */
+export function bridgeAdd(name: string, o: BridgeAddOptions = {}): Line {
+  return [
+    'link', 'add', 'name', name,
+    ...(o.mtu ? ['mtu', String(o.mtu)] : []),
+    ...(o.mac ? ['address', o.mac] : []),
+    'type', 'bridge',
+    ...(o.vlanFiltering ? ['vlan_filtering', '1'] : []),
+  ];
+}
+
+/** Bridge attributes of an existing bridge. */
+export function bridgeSet(name: string, o: { vlanFiltering?: boolean }): Line {
+  return ['link', 'set', 'dev', name, 'type', 'bridge', ...(o.vlanFiltering !== undefined ? ['vlan_filtering', o.vlanFiltering ? '1' : '0'] : [])];
+}
+
+export interface VethAddOptions {
+  /** This end's name (created in the namespace the batch runs in). */
+  name: string;
+  /** The other end's name. */
+  peer: string;
+  /** Namespace path (or name) the peer is created in; the same namespace when absent. */
+  peerNetns?: string;
+  /** MTU of both ends. */
+  mtu?: number;
+  mac?: string;
+  peerMac?: string;
+  /** Enslave this end at creation. */
+  master?: string;
+  /** Bring this end up at creation (the peer cannot be: it has no carrier partner yet). */
+  up?: boolean;
+}
+
+/** One line creating a veth pair, optionally with the peer in another namespace and this end on a bridge. */
+export function vethAdd(o: VethAddOptions): Line {
+  const mtu = o.mtu ? ['mtu', String(o.mtu)] : [];
+  return [
+    'link', 'add', 'name', o.name, ...mtu,
+    ...(o.mac ? ['address', o.mac] : []),
+    ...(o.master ? ['master', o.master] : []),
+    ...(o.up ? ['up'] : []),
+    'type', 'veth', 'peer', 'name', o.peer, ...mtu,
+    ...(o.peerMac ? ['address', o.peerMac] : []),
+    ...(o.peerNetns ? ['netns', o.peerNetns] : []),
+  ];
+}
+
+export interface LinkSetOptions {
+  up?: boolean;
+  down?: boolean;
+  master?: string;
+  nomaster?: boolean;
+  mtu?: number;
+  address?: string;
+  promisc?: boolean;
+}
+
+export function linkSet(name: string, o: LinkSetOptions): Line {
+  return [
+    'link', 'set', 'dev', name,
+    ...(o.mtu ? ['mtu', String(o.mtu)] : []),
+    ...(o.address ? ['address', o.address] : []),
+    ...(o.master ? ['master', o.master] : []),
+    ...(o.nomaster ? ['nomaster'] : []),
+    ...(o.promisc !== undefined ? ['promisc', o.promisc ? 'on' : 'off'] : []),
+    ...(o.up ? ['up'] : []),
+    ...(o.down ? ['down'] : []),
+  ];
+}
+
+export interface BridgePortOptions {
+  hairpin?: boolean;
+  isolated?: boolean;
+  learning?: boolean;
+}
+
+/** Bridge-port flags of an enslaved link (a separate line: `master` and these cannot share one). */
+export function bridgePortSet(name: string, o: BridgePortOptions): Line {
+  const onOff = (v: boolean) => (v ? 'on' : 'off');
+  return [
+    'link', 'set', 'dev', name, 'type', 'bridge_slave',
+    ...(o.hairpin !== undefined ? ['hairpin', onOff(o.hairpin)] : []),
+    ...(o.isolated !== undefined ? ['isolated', onOff(o.isolated)] : []),
+    ...(o.learning !== undefined ? ['learning', onOff(o.learning)] : []),
+  ];
+}
+
+export function linkDel(name: string): Line {
+  return ['link', 'del', 'dev', name];
+}
+
+/** Reads one link with its addresses (use with json + details). */
+export function showDev(name: string): Line {
+  return ['addr', 'show', 'dev', name];
+}
+
+/** First element of a query output, typed. */
+export function firstLink(output: unknown): IpLink | undefined {
+  return Array.isArray(output) && output.length > 0 ? (output[0] as IpLink) : undefined;
+}
+
+export const linkKind = (l: IpLink | undefined) => l?.linkinfo?.info_kind;
+export const isUp = (l: IpLink) => l.flags.includes('UP');
+export const isPromisc = (l: IpLink) => l.flags.includes('PROMISC');
+
+// Neighbour and FDB entries (used by overlay plugins; `replace` is idempotent).
+
+/** `neigh replace IP lladdr MAC dev DEV nud permanent`. */
+export function neighReplace(ip: string, mac: string, dev: string): Line {
+  return ['neigh', 'replace', ip, 'lladdr', mac, 'dev', dev, 'nud', 'permanent'];
+}
+
+export function neighDel(ip: string, dev: string): Line {
+  return ['neigh', 'del', ip, 'dev', dev];
+}
+
+/** For `bridge -batch`: `fdb replace MAC dev DEV dst IP self permanent`. */
+export function fdbReplace(mac: string, dev: string, dst: string): Line {
+  return ['fdb', 'replace', mac, 'dev', dev, 'dst', dst, 'self', 'permanent'];
+}
+
+export function fdbDel(mac: string, dev: string, dst: string): Line {
+  return ['fdb', 'del', mac, 'dev', dev, 'dst', dst, 'self'];
+}

@@ -1,0 +1,255 @@
+// Per-attachment masquerade (SNAT to the outgoing interface's address for
+// traffic leaving the attachment's subnets), with iptables or nftables.
+//
+// Every rule carries a comment "cni-ts:<netTag>:<attTag> <label>", so rules
+// are found by their owner (DEL, GC, CHECK) without knowing the addresses:
+// DEL still works when the container's namespace, and with it the addresses,
+// are gone. netTag identifies the network (GC removes only its own network's
+// rules), attTag the attachment (network, container ID, interface).
+//
+// iptables (nat table, both families): a chain CNI-BR-<attTag> with
+//   -d <subnet> ACCEPT (each subnet), ! -d <multicast> MASQUERADE,
+// and for each address `-A POSTROUTING -s <ip> -j CNI-BR-<attTag>`: the
+// reference plugin's layout, one iptables-restore per family.
+// nftables: table inet cni_ts_masquerade, chain postrouting (nat hook), one
+// rule per address: `ip saddr X ip daddr != {subnets} ip daddr != <multicast>
+// masquerade`. One `nft -f -` per call.
+import { exec } from './exec';
+
+export type MasqBackend = 'iptables' | 'nftables';
+
+export interface MasqOwner {
+  /** 8 hex chars naming the network. */
+  netTag: string;
+  /** 20 hex chars naming the attachment. */
+  attTag: string;
+  /** Readable suffix for operators ("net=x id=y if=z"); truncated to fit and stripped of unsafe characters. */
+  label: string;
+}
+
+export interface MasqTarget {
+  /** The attachment's address, without prefix length. */
+  ip: string;
+  family: 4 | 6;
+  /** Its subnet, e.g. 10.1.0.0/24: traffic to it is not masqueraded. */
+  subnet: string;
+}
+
+/** What a listing found for one attachment. */
+export interface MasqEntry {
+  netTag: string;
+  attTag: string;
+  /** Source addresses its rules match. */
+  ips: string[];
+  backend: MasqBackend;
+}
+
+export const NFT_TABLE = 'cni_ts_masquerade';
+const NFT_CHAIN = 'postrouting';
+const COMMENT_PREFIX = 'cni-ts:';
+const TAG_RE = /cni-ts:([0-9a-f]{8}):([0-9a-f]{20})/;
+const MULTICAST = { 4: '224.0.0.0/4', 6: 'ff00::/8' } as const;
+/** nftables keeps at most 128 bytes of comment. */
+const MAX_COMMENT = 120;
+
+export const masqChain = (attTag: string) => `CNI-BR-${attTag}`;
+
+export function masqComment(o: MasqOwner): string {
+  if (!/^[0-9a-f]{8}$/.test(o.netTag) || !/^[0-9a-f]{20}$/.test(o.attTag)) throw new Error('invalid masquerade tags');
+  const label = o.label.replace(/[^\w.=:,/@+-]+/g, ' ').trim();
+  return `${COMMENT_PREFIX}${o.netTag}:${o.attTag} ${label}`.slice(0, MAX_COMMENT).trim();
+}
+
+function checkTarget(t: MasqTarget): void {
+  if (!/^[0-9a-fA-F.:]+$/.test(t.ip) || !/^[0-9a-fA-F.:]+\/\d{1,3}$/.test(t.subnet)) {
+    throw new Error(`invalid masquerade target ${JSON.stringify(t)}`);
+  }
+}
+
+// ---------------------------------------------------------------- iptables
+
+const SAVE = { 4: 'iptables-save', 6: 'ip6tables-save' } as const;
+const RESTORE = { 4: 'iptables-restore', 6: 'ip6tables-restore' } as const;
+
+async function iptablesRestore(family: 4 | 6, lines: string[]): Promise<void> {
+  await exec([RESTORE[family], '-w', '--noflush'], { input: ['*nat', ...lines, 'COMMIT', ''].join('\n') });
+}
+
+function iptablesAddLines(owner: MasqOwner, targets: MasqTarget[], family: 4 | 6): string[] {
+  const chain = masqChain(owner.attTag);
+  const c = `-m comment --comment "${masqComment(owner)}"`;
+  const subnets = [...new Set(targets.map((t) => t.subnet))];
+  return [
+    `:${chain} - [0:0]`,
+    ...subnets.map((s) => `-A ${chain} -d ${s} ${c} -j ACCEPT`),
+    `-A ${chain} ! -d ${MULTICAST[family]} ${c} -j MASQUERADE`,
+    ...targets.map((t) => `-A POSTROUTING -s ${t.ip}/${family === 4 ? 32 : 128} ${c} -j ${chain}`),
+  ];
+}
+
+interface SavedRule {
+  netTag: string;
+  attTag: string;
+  chain: string;
+  /** The rule as iptables-save printed it, without the leading "-A CHAIN". */
+  spec: string;
+  source?: string;
+}
+
+interface SavedTable {
+  family: 4 | 6;
+  chains: Set<string>;
+  rules: SavedRule[];
+}
+
+async function iptablesList(family: 4 | 6): Promise<SavedTable> {
+  const { stdout } = await exec([SAVE[family], '-t', 'nat']);
+  const table: SavedTable = { family, chains: new Set(), rules: [] };
+  for (const line of stdout.split('\n')) {
+    if (line.startsWith(':CNI-BR-')) table.chains.add(line.slice(1).split(' ')[0]);
+    if (!line.startsWith('-A ')) continue;
+    const tag = TAG_RE.exec(line);
+    if (!tag) continue;
+    const chain = line.slice(3).split(' ')[0];
+    const src = /(?:^| )-s (\S+?)(?:\/\d+)?(?: |$)/.exec(line);
+    table.rules.push({ netTag: tag[1], attTag: tag[2], chain, spec: line.slice(3 + chain.length + 1), source: src?.[1] });
+  }
+  return table;
+}
+
+/** Deletes the rules and chains of the attachments `drop` selects; returns their attTags. */
+async function iptablesRemove(table: SavedTable, drop: (netTag: string, attTag: string) => boolean): Promise<Set<string>> {
+  const gone = new Set<string>();
+  const lines: string[] = [];
+  for (const r of table.rules) {
+    if (!drop(r.netTag, r.attTag)) continue;
+    gone.add(r.attTag);
+    if (r.chain !== masqChain(r.attTag)) lines.push(`-D ${r.chain} ${r.spec}`);
+  }
+  for (const att of gone) {
+    const chain = masqChain(att);
+    if (table.chains.has(chain)) lines.push(`-F ${chain}`, `-X ${chain}`);
+  }
+  if (lines.length > 0) await iptablesRestore(table.family, lines);
+  return gone;
+}
+
+// ---------------------------------------------------------------- nftables
+
+interface NftRule {
+  handle: number;
+  comment?: string;
+  expr?: unknown[];
+}
+
+async function nft(script: string): Promise<void> {
+  await exec(['nft', '-f', '-'], { input: script });
+}
+
+function nftAddScript(owner: MasqOwner, targets: MasqTarget[]): string {
+  const comment = masqComment(owner);
+  const lines = [
+    `add table inet ${NFT_TABLE}`,
+    `add chain inet ${NFT_TABLE} ${NFT_CHAIN} { type nat hook postrouting priority srcnat; policy accept; }`,
+  ];
+  for (const t of targets) {
+    const p = t.family === 4 ? 'ip' : 'ip6';
+    const subnets = [...new Set(targets.filter((o) => o.family === t.family).map((o) => o.subnet))];
+    lines.push(
+      `add rule inet ${NFT_TABLE} ${NFT_CHAIN} ${p} saddr ${t.ip} ${p} daddr != { ${subnets.join(', ')} } ` +
+        `${p} daddr != ${MULTICAST[t.family]} masquerade comment "${comment}"`,
+    );
+  }
+  return lines.join('\n') + '\n';
+}
+
+async function nftListRules(): Promise<NftRule[]> {
+  const run = await exec(['nft', '-j', 'list', 'chain', 'inet', NFT_TABLE, NFT_CHAIN], { allow: [1] });
+  if (run.code !== 0) {
+    if (/No such file or directory/.test(run.stderr)) return [];
+    throw new Error(`nft list chain inet ${NFT_TABLE} ${NFT_CHAIN} failed: ${run.stderr.trim()}`);
+  }
+  const parsed = JSON.parse(run.stdout) as { nftables?: { rule?: NftRule }[] };
+  return (parsed.nftables ?? []).flatMap((o) => (o.rule ? [o.rule] : []));
+}
+
+/** The source address a rule matches (`ip saddr X` / `ip6 saddr X`). */
+function nftSource(rule: NftRule): string | undefined {
+  for (const e of rule.expr ?? []) {
+    const m = (e as { match?: { op?: string; left?: { payload?: { field?: string } }; right?: unknown } }).match;
+    if (m?.op === '==' && m.left?.payload?.field === 'saddr' && typeof m.right === 'string') return m.right;
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------- API
+
+/** Installs masquerade for an attachment's addresses: one process per iptables family, or one nft. */
+export async function masqAdd(backend: MasqBackend, owner: MasqOwner, targets: MasqTarget[]): Promise<void> {
+  targets.forEach(checkTarget);
+  if (targets.length === 0) return;
+  if (backend === 'nftables') {
+    await nft(nftAddScript(owner, targets));
+    return;
+  }
+  await Promise.all(
+    ([4, 6] as const).map((family) => {
+      const mine = targets.filter((t) => t.family === family);
+      return mine.length ? iptablesRestore(family, iptablesAddLines(owner, mine, family)) : undefined;
+    }),
+  );
+}
+
+/** Every tagged masquerade entry of the backend. */
+export async function masqList(backend: MasqBackend): Promise<MasqEntry[]> {
+  const byTag = new Map<string, MasqEntry>();
+  const note = (netTag: string, attTag: string, ip: string | undefined) => {
+    let e = byTag.get(attTag);
+    if (!e) byTag.set(attTag, (e = { netTag, attTag, ips: [], backend }));
+    if (ip && !e.ips.includes(ip)) e.ips.push(ip);
+  };
+  if (backend === 'nftables') {
+    for (const r of await nftListRules()) {
+      const tag = r.comment ? TAG_RE.exec(r.comment) : null;
+      if (tag) note(tag[1], tag[2], nftSource(r));
+    }
+  } else {
+    for (const table of await Promise.all([iptablesList(4), iptablesList(6)])) {
+      for (const r of table.rules) note(r.netTag, r.attTag, r.chain === masqChain(r.attTag) ? undefined : r.source);
+    }
+  }
+  return [...byTag.values()];
+}
+
+/**
+ * Removes the masquerade of every attachment `drop(netTag, attTag)` selects,
+ * found by the tags in the rules' comments. Returns the removed attTags.
+ * Idempotent: nothing found is not an error.
+ */
+export async function masqRemove(backend: MasqBackend, drop: (netTag: string, attTag: string) => boolean): Promise<string[]> {
+  if (backend === 'nftables') {
+    const rules = (await nftListRules()).filter((r) => {
+      const tag = r.comment ? TAG_RE.exec(r.comment) : null;
+      return !!tag && drop(tag[1], tag[2]);
+    });
+    if (rules.length === 0) return [];
+    await nft(rules.map((r) => `delete rule inet ${NFT_TABLE} ${NFT_CHAIN} handle ${r.handle}`).join('\n') + '\n');
+    return [...new Set(rules.map((r) => TAG_RE.exec(r.comment!)![2]))];
+  }
+  const tables = await Promise.all([iptablesList(4), iptablesList(6)]);
+  const gone = await Promise.all(tables.map((t) => iptablesRemove(t, drop)));
+  return [...new Set(gone.flatMap((s) => [...s]))];
+}
+
+/** Removes one attachment's masquerade (DEL). */
+export function masqDel(backend: MasqBackend, attTag: string): Promise<string[]> {
+  return masqRemove(backend, (_net, att) => att === attTag);
+}
+
+/** What is missing of an attachment's masquerade, or undefined when all its addresses are covered (CHECK). */
+export async function masqCheck(backend: MasqBackend, attTag: string, ips: readonly string[]): Promise<string | undefined> {
+  const entry = (await masqList(backend)).find((e) => e.attTag === attTag);
+  const missing = ips.filter((ip) => !entry?.ips.includes(ip));
+  if (missing.length === 0) return undefined;
+  return `masquerade (${backend}) rules for ${missing.join(', ')} are missing`;
+}

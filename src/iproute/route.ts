@@ -1,0 +1,84 @@
+// Routes: batch lines and the entries of `ip -json route show table all`
+// (the one listing that covers both families in a batch: `ip route show`
+// alone is IPv4 only, and `-6` cannot be given per batch line).
+import type { Line } from './batch';
+
+export interface IpRoute {
+  type?: string;
+  dst: string;
+  gateway?: string;
+  dev?: string;
+  /** Absent for the main table. */
+  table?: string;
+  protocol?: string;
+  scope?: string;
+  metric?: number;
+  prefsrc?: string;
+  flags?: string[];
+}
+
+export interface RouteSpec {
+  dst: string;
+  gw?: string;
+  dev: string;
+  /** Gateway is on-link even if no address covers it (overlays). */
+  onlink?: boolean;
+  mtu?: number;
+  advmss?: number;
+  metric?: number;
+  table?: number;
+  scope?: number;
+  src?: string;
+}
+
+function routeArgs(r: RouteSpec): string[] {
+  return [
+    r.dst,
+    ...(r.gw ? ['via', r.gw] : []),
+    'dev', r.dev,
+    ...(r.src ? ['src', r.src] : []),
+    ...(r.metric !== undefined ? ['metric', String(r.metric)] : []),
+    ...(r.table !== undefined ? ['table', String(r.table)] : []),
+    ...(r.scope !== undefined ? ['scope', String(r.scope)] : []),
+    ...(r.mtu !== undefined ? ['mtu', String(r.mtu)] : []),
+    ...(r.advmss !== undefined ? ['advmss', String(r.advmss)] : []),
+    ...(r.onlink ? ['onlink'] : []),
+  ];
+}
+
+/** `route append`: creates, or adds a next hop beside an existing route to the same destination (netlink NLM_F_APPEND). */
+export function routeAppend(r: RouteSpec): Line {
+  return ['route', 'append', ...routeArgs(r)];
+}
+
+/** `route add`: fails with "File exists" when the route is there. */
+export function routeAdd(r: RouteSpec): Line {
+  return ['route', 'add', ...routeArgs(r)];
+}
+
+/** `route replace`: idempotent create-or-update. */
+export function routeReplace(r: RouteSpec): Line {
+  return ['route', 'replace', ...routeArgs(r)];
+}
+
+export function routeDel(r: RouteSpec): Line {
+  return ['route', 'del', ...routeArgs(r)];
+}
+
+/** Every route of every table and family (use with json). */
+export function routeShowAll(): Line {
+  return ['route', 'show', 'table', 'all'];
+}
+
+/**
+ * The canonical CIDR of an `ip -json route` dst in family `family`:
+ * "default" -> 0.0.0.0/0 or ::/0, a bare host -> /32 or /128.
+ */
+export function routeDstCidr(dst: string, family: 4 | 6): string {
+  if (dst === 'default') return family === 4 ? '0.0.0.0/0' : '::/0';
+  if (dst.includes('/')) return dst;
+  return `${dst}/${family === 4 ? 32 : 128}`;
+}
+
+/** Routes of the main table only. */
+export const mainTable = (routes: readonly IpRoute[]) => routes.filter((r) => r.table === undefined || r.table === 'main');

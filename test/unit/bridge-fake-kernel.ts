@@ -1,0 +1,239 @@
+// A small model of the kernel-facing tools for unit tests: it answers the
+// `ip -batch` lines the bridge plugin sends (links, addresses, routes, shows)
+// per namespace, records every command, and can be told to fail a line.
+// Installed with setRunner, so plugin logic runs unchanged against it.
+import { setRunner, type RunResult, type Runner } from '../../src/iproute/exec';
+
+export interface FakeLink {
+  ifindex: number;
+  name: string;
+  kind: string;
+  mtu: number;
+  mac: string;
+  up: boolean;
+  promisc: boolean;
+  master?: string;
+  peer?: { ns: string; name: string };
+  addrs: { local: string; prefixlen: number; family: string }[];
+  slave: Record<string, unknown>;
+  bridge: Record<string, unknown>;
+}
+
+export interface Recorded {
+  argv: string[];
+  input?: string;
+  netns?: string;
+}
+
+let nextIndex = 100;
+let macCounter = 1;
+const newMac = () => `02:00:00:00:00:${(macCounter++ % 256).toString(16).padStart(2, '0')}`;
+
+export class FakeKernel {
+  readonly ns = new Map<string, Map<string, FakeLink>>([['', new Map()]]);
+  readonly routes = new Map<string, { dst: string; gateway?: string; dev: string }[]>();
+  readonly calls: Recorded[] = [];
+  readonly sysctls: { netns?: string; settings: string[] }[] = [];
+  /** Lines (joined with spaces, matched by substring) that fail with the given message. */
+  readonly failures: { match: string; msg: string; netns?: string }[] = [];
+  /** Replies for non-ip programs (iptables-save, nft ...), by argv[0]. */
+  readonly replies = new Map<string, (r: Recorded) => RunResult>();
+  /** IPv6 DAD: an address listed here shows as tentative for `shows` reads, or as dadfailed. */
+  readonly dad = new Map<string, { failed?: boolean; shows: number }>();
+  private prev?: Runner;
+
+  install(): this {
+    this.prev = setRunner((argv, input) => Promise.resolve(this.run([...argv], input)));
+    return this;
+  }
+
+  uninstall(): void {
+    if (this.prev) setRunner(this.prev);
+  }
+
+  links(netns = ''): Map<string, FakeLink> {
+    let m = this.ns.get(netns);
+    if (!m) this.ns.set(netns, (m = new Map()));
+    return m;
+  }
+
+  /** Every batch line sent to `ip`, with its namespace ('' = host). */
+  ipLines(): { netns: string; line: string }[] {
+    return this.calls
+      .filter((c) => c.argv[0] === 'ip' && c.input)
+      .flatMap((c) => c.input!.trim().split('\n').map((line) => ({ netns: c.netns ?? '', line })));
+  }
+
+  private run(full: string[], input?: string): RunResult {
+    let argv = full;
+    let netns: string | undefined;
+    if (argv[0] === 'nsenter') {
+      netns = argv[1].replace('--net=', '');
+      argv = argv.slice(3);
+    }
+    const rec: Recorded = { argv, input, netns };
+    this.calls.push(rec);
+    if (argv[0] === 'ip') return this.ipBatch(argv, input ?? '', netns ?? '');
+    if (argv[0] === 'sysctl') {
+      this.sysctls.push({ netns, settings: argv.filter((a) => a.includes('=')) });
+      return { stdout: '', stderr: '', code: 0 };
+    }
+    const reply = this.replies.get(argv[0]);
+    if (reply) return reply(rec);
+    return { stdout: '', stderr: '', code: 0 };
+  }
+
+  private ipBatch(argv: string[], input: string, netns: string): RunResult {
+    const json = argv.includes('-json');
+    let stdout = '';
+    let stderr = '';
+    let failed = false;
+    input
+      .trim()
+      .split('\n')
+      .forEach((text, i) => {
+        const injected = this.failures.find((f) => text.includes(f.match) && (f.netns === undefined || f.netns === netns));
+        let out: string | undefined;
+        try {
+          if (injected) throw new Error(injected.msg);
+          out = this.line(text.split(' '), netns);
+        } catch (err) {
+          failed = true;
+          stderr += `${(err as Error).message}\nCommand failed -:${i + 1}\n`;
+          return;
+        }
+        if (out !== undefined && json) stdout += out + '\n';
+      });
+    return { stdout, stderr, code: failed ? 1 : 0 };
+  }
+
+  private line(w: string[], netns: string): string | undefined {
+    const links = this.links(netns);
+    const opt = (key: string) => {
+      const i = w.indexOf(key);
+      return i >= 0 ? w[i + 1] : undefined;
+    };
+    const dev = () => {
+      const name = opt('dev') ?? opt('name')!;
+      const l = links.get(name);
+      if (!l) throw new Error(`Cannot find device "${name}"`);
+      return l;
+    };
+    const [obj, verb] = w;
+    if (obj === 'link' && verb === 'add') {
+      const typeAt = w.indexOf('type');
+      const name = opt('name')!;
+      if (links.has(name)) throw new Error('RTNETLINK answers: File exists');
+      const kind = w[typeAt + 1];
+      const head = w.slice(0, typeAt);
+      const mk = (n: string, words: string[]): FakeLink => ({
+        ifindex: nextIndex++,
+        name: n,
+        kind,
+        mtu: Number(words[words.indexOf('mtu') + 1]) || 1500,
+        mac: words.includes('address') ? words[words.indexOf('address') + 1] : newMac(),
+        up: words.includes('up'),
+        promisc: false,
+        addrs: [],
+        slave: {},
+        bridge: kind === 'bridge' ? { vlan_filtering: w.includes('vlan_filtering') ? 1 : 0, vlan_default_pvid: 1 } : {},
+      });
+      const link = mk(name, head);
+      const master = head.includes('master') ? head[head.indexOf('master') + 1] : undefined;
+      if (master) {
+        if (links.get(master)?.kind !== 'bridge') throw new Error(`Device "${master}" does not exist.`);
+        link.master = master;
+      }
+      if (kind === 'veth') {
+        const tail = w.slice(w.indexOf('peer') + 1);
+        const peerName = tail[tail.indexOf('name') + 1];
+        const peerNs = tail.includes('netns') ? tail[tail.indexOf('netns') + 1] : netns;
+        const peerLinks = this.links(peerNs);
+        if (peerLinks.has(peerName)) throw new Error('RTNETLINK answers: File exists');
+        const peer = mk(peerName, tail);
+        peer.up = false;
+        peer.peer = { ns: netns, name };
+        link.peer = { ns: peerNs, name: peerName };
+        peerLinks.set(peerName, peer);
+      }
+      links.set(name, link);
+      return undefined;
+    }
+    if (obj === 'link' && verb === 'set') {
+      const l = dev();
+      if (w.includes('type')) {
+        const t = w[w.indexOf('type') + 1];
+        const rest = w.slice(w.indexOf('type') + 2);
+        if (t === 'bridge_slave') {
+          if (!l.master) throw new Error('RTNETLINK answers: Operation not supported');
+          for (let i = 0; i < rest.length; i += 2) l.slave[rest[i]] = rest[i + 1] === 'on';
+        } else if (t === 'bridge') {
+          for (let i = 0; i < rest.length; i += 2) l.bridge[rest[i]] = Number(rest[i + 1]);
+        }
+        return undefined;
+      }
+      if (w.includes('up')) l.up = true;
+      if (w.includes('down')) l.up = false;
+      if (w.includes('promisc')) l.promisc = opt('promisc') === 'on';
+      if (w.includes('master')) l.master = opt('master');
+      if (w.includes('nomaster')) l.master = undefined;
+      if (w.includes('address')) l.mac = opt('address')!;
+      return undefined;
+    }
+    if (obj === 'link' && verb === 'del') {
+      const l = dev();
+      links.delete(l.name);
+      if (l.peer) this.links(l.peer.ns).delete(l.peer.name);
+      return undefined;
+    }
+    if (obj === 'addr' && (verb === 'add' || verb === 'replace' || verb === 'del')) {
+      const l = dev();
+      const [local, len] = w[2].split('/');
+      const have = l.addrs.findIndex((a) => a.local === local && a.prefixlen === Number(len));
+      if (verb === 'del') {
+        if (have < 0) throw new Error('RTNETLINK answers: Cannot assign requested address');
+        l.addrs.splice(have, 1);
+      } else if (have >= 0) {
+        if (verb === 'add') throw new Error('RTNETLINK answers: File exists');
+      } else l.addrs.push({ local, prefixlen: Number(len), family: local.includes(':') ? 'inet6' : 'inet' });
+      return undefined;
+    }
+    if (obj === 'route' && verb === 'append') {
+      const name = opt('dev')!;
+      if (!links.has(name)) throw new Error(`Cannot find device "${name}"`);
+      const list = this.routes.get(netns) ?? [];
+      const dst = w[2] === '0.0.0.0/0' || w[2] === '::/0' ? 'default' : w[2];
+      list.push({ dst, gateway: opt('via'), dev: name });
+      this.routes.set(netns, list);
+      return undefined;
+    }
+    if (obj === 'addr' && verb === 'show') return JSON.stringify([this.show(dev(), netns)]);
+    if (obj === 'route' && verb === 'show') return JSON.stringify(this.routes.get(netns) ?? []);
+    throw new Error(`fake kernel: unsupported line ${w.join(' ')}`);
+  }
+
+  private show(l: FakeLink, netns: string): Record<string, unknown> {
+    const peer = l.peer ? this.links(l.peer.ns).get(l.peer.name) : undefined;
+    return {
+      ifindex: l.ifindex,
+      ifname: l.name,
+      flags: [...(l.up ? ['UP'] : []), ...(l.promisc ? ['PROMISC'] : [])],
+      mtu: l.mtu,
+      ...(l.master ? { master: l.master } : {}),
+      address: l.mac,
+      ...(peer ? { link_index: peer.ifindex, ...(l.peer!.ns !== netns ? { link_netnsid: 0 } : {}) } : {}),
+      linkinfo: {
+        info_kind: l.kind,
+        ...(l.kind === 'bridge' ? { info_data: l.bridge } : {}),
+        ...(l.master ? { info_slave_kind: 'bridge', info_slave_data: l.slave } : {}),
+      },
+      addr_info: l.addrs.map((a) => {
+        const d = this.dad.get(a.local);
+        if (!d) return { ...a, scope: 'global' };
+        if (d.failed) return { ...a, scope: 'global', tentative: true, dadfailed: true };
+        if (d.shows-- > 0) return { ...a, scope: 'global', tentative: true };
+        return { ...a, scope: 'global' };
+      }),
+    };
+  }
+}

@@ -1,0 +1,510 @@
+// The bridge plugin's logic against a model of ip/sysctl/iptables (no root):
+// the command lines it sends, results, rollback, idempotent DEL, CHECK drift,
+// GC, and config errors that must change nothing.
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { handle } from '../../src/cni/skel';
+import { bridgePlugin } from '../../src/bridge/plugin';
+import { attachmentTags, hostVethName } from '../../src/bridge/names';
+import { FakeKernel } from './bridge-fake-kernel';
+
+let dir: string;
+let netns: string;
+let kernel: FakeKernel;
+
+const IPAM_V4 = { cniVersion: '1.0.0', ips: [{ address: '10.77.9.5/24', gateway: '10.77.9.1' }], routes: [{ dst: '10.99.0.0/16' }], dns: { nameservers: ['10.77.9.53'] } };
+const IPAM_DUAL = {
+  cniVersion: '1.0.0',
+  ips: [
+    { address: '10.77.9.5/24', gateway: '10.77.9.1' },
+    { address: 'fd77:9::5/64', gateway: 'fd77:9::1' },
+  ],
+};
+
+function setIpamResult(r: unknown): void {
+  writeFileSync(join(dir, 'ipam-result.json'), JSON.stringify(r));
+}
+
+const ipamLog = () => (existsSync(join(dir, 'ipam.log')) ? readFileSync(join(dir, 'ipam.log'), 'utf8').trim().split('\n') : []);
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'bridge-unit-'));
+  netns = join(dir, 'netns-c1');
+  writeFileSync(netns, '');
+  // A stand-in IPAM plugin: logs each call, prints the canned result on ADD.
+  const script = join(dir, 'fake-ipam');
+  writeFileSync(
+    script,
+    '#!/bin/sh\nd=$(dirname "$0")\necho "$CNI_COMMAND $CNI_CONTAINERID $CNI_IFNAME" >> "$d/ipam.log"\n' +
+      'if [ -f "$d/ipam-fail-$CNI_COMMAND" ]; then echo \'{"code":11,"msg":"pool busy"}\'; exit 1; fi\n' +
+      'if [ "$CNI_COMMAND" = ADD ]; then cat "$d/ipam-result.json"; fi\n',
+  );
+  chmodSync(script, 0o755);
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+beforeEach(() => {
+  kernel = new FakeKernel().install();
+  rmSync(join(dir, 'ipam.log'), { force: true });
+  setIpamResult(IPAM_V4);
+});
+
+afterEach(() => kernel.uninstall());
+
+interface Call {
+  command: string;
+  conf: Record<string, unknown>;
+  id?: string;
+  ifname?: string;
+  args?: string;
+  ns?: string;
+}
+
+async function cni({ command, conf, id = 'c1', ifname = 'eth0', args, ns = netns }: Call) {
+  const env: NodeJS.ProcessEnv = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: id,
+    CNI_NETNS: ns,
+    CNI_IFNAME: ifname,
+    CNI_PATH: dir,
+    PATH: process.env.PATH,
+    ...(args ? { CNI_ARGS: args } : {}),
+  };
+  const out = await handle(bridgePlugin, env, () => JSON.stringify(conf));
+  return { code: out.exitCode, json: out.stdout ? JSON.parse(out.stdout) : undefined };
+}
+
+const base = (extra: Record<string, unknown> = {}) => ({
+  cniVersion: '1.0.0',
+  name: 'unitnet',
+  type: 'bridge',
+  bridge: 'brunit0',
+  isGateway: true,
+  ipam: { type: 'fake-ipam' },
+  ...extra,
+});
+
+describe('ADD', () => {
+  it('builds bridge, veth and container config in one host batch, one sysctl and one container batch', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ isDefaultGateway: true, mtu: 1400 }) });
+    expect(r.code).toBe(0);
+    const veth = hostVethName('c1', 'eth0');
+    expect(r.json.interfaces).toEqual([
+      { name: 'brunit0', mac: expect.stringMatching(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/) },
+      { name: veth, mac: expect.any(String) },
+      { name: 'eth0', mac: expect.any(String), sandbox: netns },
+    ]);
+    expect(r.json.ips).toEqual([{ address: '10.77.9.5/24', gateway: '10.77.9.1', interface: 2 }]);
+    expect(r.json.routes).toEqual([{ dst: '10.99.0.0/16' }, { dst: '0.0.0.0/0', gw: '10.77.9.1' }]);
+    expect(r.json.dns).toEqual({ nameservers: ['10.77.9.53'] });
+
+    const ipCalls = kernel.calls.filter((c) => c.argv[0] === 'ip');
+    expect(ipCalls.map((c) => c.netns ?? 'host')).toEqual(['host', netns]);
+    expect(kernel.calls.filter((c) => c.argv[0] === 'sysctl')).toHaveLength(1);
+    const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
+    expect(host).toContain(`link add name ${veth} mtu 1400 master brunit0 up type veth peer name eth0 mtu 1400 netns ${netns}`);
+    expect(host.some((l) => /^link add name brunit0 mtu 1400 address \S+ type bridge$/.test(l))).toBe(true);
+    expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0');
+    const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
+    expect(cont).toEqual([
+      'addr add 10.77.9.5/24 dev eth0',
+      'link set dev eth0 up',
+      'route append 10.99.0.0/16 via 10.77.9.1 dev eth0',
+      'route append 0.0.0.0/0 via 10.77.9.1 dev eth0',
+      'addr show dev eth0',
+    ]);
+    expect(kernel.sysctls[0]).toEqual({ netns, settings: ['net/ipv6/conf/eth0/accept_dad=0', 'net/ipv4/conf/eth0/arp_notify=1'] });
+    expect(ipamLog()).toEqual(['ADD c1 eth0']);
+  });
+
+  it('enables IPv6 on the interface and lo for an IPv6 address; dual-stack gets a gateway per family', async () => {
+    setIpamResult(IPAM_DUAL);
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(0);
+    expect(r.json.ips.map((i: { interface: number }) => i.interface)).toEqual([2, 2]);
+    expect(kernel.sysctls[0].settings).toEqual(
+      expect.arrayContaining(['net/ipv6/conf/lo/disable_ipv6=0', 'net/ipv6/conf/eth0/disable_ipv6=0']),
+    );
+    const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
+    expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0', 'addr replace fd77:9::1/64 dev brunit0']));
+  });
+
+  it('computes the gateway when the IPAM gives none, and prints older result versions', async () => {
+    setIpamResult({ cniVersion: '0.4.0', ips: [{ version: '4', address: '10.77.9.5/24' }] });
+    const r = await cni({ command: 'ADD', conf: base({ cniVersion: '0.4.0' }) });
+    expect(r.code).toBe(0);
+    expect(r.json.ips).toEqual([{ version: '4', address: '10.77.9.5/24', gateway: '10.77.9.1', interface: 2 }]);
+  });
+
+  it('L2 only without ipam: no sysctl, no addresses, the container link up', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ ipam: undefined, isGateway: false }) });
+    expect(r.code).toBe(0);
+    expect(r.json.ips).toBeUndefined();
+    expect(kernel.sysctls).toHaveLength(0);
+    expect(kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line)).toEqual(['link set dev eth0 up', 'addr show dev eth0']);
+  });
+
+  it('disableContainerInterface leaves the container side down', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ ipam: {}, isGateway: false, disableContainerInterface: true }) });
+    expect(r.code).toBe(0);
+    expect(kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line)).toEqual(['addr show dev eth0']);
+  });
+
+  it('sets port flags, promiscuous mode and the MAC from runtimeConfig over args and CNI_ARGS', async () => {
+    const r = await cni({
+      command: 'ADD',
+      conf: base({ hairpinMode: true, portIsolation: true, runtimeConfig: { mac: '02:AA:BB:CC:DD:01' }, args: { cni: { mac: '02:aa:bb:cc:dd:02' } } }),
+      args: 'MAC=02:aa:bb:cc:dd:03',
+    });
+    expect(r.code).toBe(0);
+    const host = kernel.ipLines().map((l) => l.line);
+    const veth = hostVethName('c1', 'eth0');
+    expect(host).toContain(`link set dev ${veth} type bridge_slave hairpin on isolated on`);
+    expect(host.find((l) => l.includes('type veth'))).toContain('peer name eth0 address 02:aa:bb:cc:dd:01 netns');
+    expect(r.json.interfaces[2].mac).toBe('02:aa:bb:cc:dd:01');
+    kernel.uninstall();
+    kernel = new FakeKernel().install();
+    const r2 = await cni({ command: 'ADD', conf: base({ promiscMode: true }), args: 'MAC=02:aa:bb:cc:dd:03' });
+    expect(r2.code).toBe(0);
+    expect(kernel.ipLines().map((l) => l.line)).toContain('link set dev brunit0 promisc on up');
+    expect(r2.json.interfaces[2].mac).toBe('02:aa:bb:cc:dd:03');
+  });
+
+  it('undoes everything when a later step fails: veth deleted, IPAM released', async () => {
+    kernel.failures.push({ match: 'route append 10.99.0.0/16', msg: 'Error: Nexthop has invalid gateway.', netns });
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(1);
+    expect(r.json.code).toBe(999);
+    expect(r.json.msg).toContain('route append 10.99.0.0/16 via 10.77.9.1 dev eth0');
+    expect(r.json.msg).toContain('Nexthop has invalid gateway');
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
+    expect(kernel.links(netns).has('eth0')).toBe(false);
+    expect(kernel.links('').has('brunit0')).toBe(true); // never deleted
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('keeps the addresses of an attachment that already exists', async () => {
+    expect((await cni({ command: 'ADD', conf: base() })).code).toBe(0);
+    const again = await cni({ command: 'ADD', conf: base() });
+    expect(again.code).toBe(1);
+    expect(again.json.msg).toMatch(/already exists: this attachment/);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'ADD c1 eth0']);
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(true);
+  });
+
+  it('reports an interface name taken in the container', async () => {
+    kernel.links(netns).set('eth0', { name: 'eth0', kind: 'dummy', ifindex: 1, mtu: 1500, mac: '02:00:00:00:01:01', up: true, promisc: false, addrs: [], slave: {}, bridge: {} });
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(1);
+    expect(r.json.msg).toContain('an interface named eth0 (CNI_IFNAME) already exists');
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('refuses a bridge name taken by another kind of link', async () => {
+    kernel.links('').set('brunit0', { ifindex: 7, name: 'brunit0', kind: 'dummy', mtu: 1500, mac: '02:00:00:00:00:99', up: true, promisc: false, addrs: [], slave: {}, bridge: {} });
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(1);
+    expect(r.json.code).toBe(7);
+    expect(r.json.msg).toMatch(/"brunit0" \(field "bridge"\) already exists but is not a bridge/);
+    expect([...kernel.links('').keys()]).toEqual(['brunit0']);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('refuses a different address on the bridge unless forceAddress', async () => {
+    kernel.links('').set('brunit0', {
+      ifindex: 7, name: 'brunit0', kind: 'bridge', mtu: 1500, mac: '02:00:00:00:00:98', up: true, promisc: false,
+      addrs: [{ local: '10.77.9.254', prefixlen: 24, family: 'inet' }], slave: {}, bridge: {},
+    });
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(1);
+    expect(r.json.code).toBe(7);
+    expect(r.json.msg).toContain('already has an IP address different from 10.77.9.1/24: 10.77.9.254/24');
+    expect(kernel.links('').get('brunit0')!.addrs.map((a) => a.local)).toEqual(['10.77.9.254']);
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
+
+    const forced = await cni({ command: 'ADD', conf: base({ forceAddress: true }) });
+    expect(forced.code).toBe(0);
+    expect(kernel.links('').get('brunit0')!.addrs.map((a) => a.local)).toEqual(['10.77.9.1']);
+  });
+
+  it('allows other IPv6 subnets on the bridge', async () => {
+    setIpamResult(IPAM_DUAL);
+    kernel.links('').set('brunit0', {
+      ifindex: 7, name: 'brunit0', kind: 'bridge', mtu: 1500, mac: '02:00:00:00:00:97', up: true, promisc: false,
+      addrs: [{ local: 'fd00:1::1', prefixlen: 64, family: 'inet6' }, { local: '10.77.9.1', prefixlen: 24, family: 'inet' }], slave: {}, bridge: {},
+    });
+    expect((await cni({ command: 'ADD', conf: base() })).code).toBe(0);
+  });
+
+  it('waits for IPv6 DAD with enabledad, then adds routes; DADFAILED is a clear error', async () => {
+    setIpamResult({ cniVersion: '1.0.0', ips: [{ address: 'fd77:9::5/64', gateway: 'fd77:9::1' }], routes: [{ dst: '::/0' }] });
+    kernel.dad.set('fd77:9::5', { shows: 2 });
+    const ok = await cni({ command: 'ADD', conf: base({ enabledad: true }) });
+    expect(ok.code).toBe(0);
+    expect(kernel.sysctls[0].settings).toEqual(expect.arrayContaining(['net/ipv6/conf/eth0/enhanced_dad=1', 'net/ipv6/conf/eth0/accept_dad=1']));
+    const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
+    expect(cont.filter((l) => l === 'addr show dev eth0').length).toBeGreaterThanOrEqual(3);
+    expect(cont[cont.length - 1]).toBe('route append ::/0 via fd77:9::1 dev eth0');
+
+    kernel.uninstall();
+    kernel = new FakeKernel().install();
+    rmSync(join(dir, 'ipam.log'), { force: true });
+    kernel.dad.set('fd77:9::5', { failed: true, shows: 0 });
+    const bad = await cni({ command: 'ADD', conf: base({ enabledad: true }) });
+    expect(bad.code).toBe(1);
+    expect(bad.json.msg).toMatch(/duplicate address detection failed on eth0 for fd77:9::5\/64 \(DADFAILED\)/);
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('VLAN: filtering on the bridge, default VLAN removed, access VLAN untagged; gateway on <bridge>.<vlan>', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ vlan: 42 }) });
+    expect(r.code).toBe(0);
+    const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
+    expect(host.some((l) => /^link add name brunit0 address \S+ type bridge vlan_filtering 1$/.test(l))).toBe(true);
+    expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0.42');
+    const br = kernel.calls.filter((c) => c.argv[0] === 'bridge').map((c) => c.input!.trim());
+    const veth = hostVethName('c1', 'eth0');
+    expect(br).toHaveLength(1);
+    expect(br[0].split('\n')).toEqual(
+      expect.arrayContaining([`vlan del dev ${veth} vid 1`, `vlan add dev ${veth} vid 42 pvid untagged`]),
+    );
+    expect(r.json.interfaces.map((i: { name: string }) => i.name)).toEqual(['brunit0', veth, 'eth0', 'brunit0.42']);
+  });
+
+  it('VLAN trunk: ranges, default VLAN kept with preserveDefaultVlan', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ vlanTrunk: [{ minID: 10, maxID: 12 }, { id: 20 }, { id: 11 }], preserveDefaultVlan: true }) });
+    expect(r.code).toBe(0);
+    const br = kernel.calls.filter((c) => c.argv[0] === 'bridge').map((c) => c.input!.trim().split('\n'));
+    const veth = hostVethName('c1', 'eth0');
+    expect(br[0]).toEqual([`vlan add dev ${veth} vid 10-12`, `vlan add dev ${veth} vid 20`]);
+  });
+
+  it('ipMasq: one iptables-restore per family, rules tagged by network and attachment', async () => {
+    setIpamResult(IPAM_DUAL);
+    const r = await cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: 'iptables' }) });
+    expect(r.code).toBe(0);
+    const restores = kernel.calls.filter((c) => c.argv[0].endsWith('tables-restore'));
+    expect(restores.map((c) => c.argv[0]).sort()).toEqual(['ip6tables-restore', 'iptables-restore']);
+    const v4 = restores.find((c) => c.argv[0] === 'iptables-restore')!.input!;
+    const { attTag, netTag } = attachmentTags('unitnet', 'c1', 'eth0');
+    expect(v4).toContain(`-A POSTROUTING -s 10.77.9.5/32 -m comment --comment "cni-ts:${netTag}:${attTag} net=unitnet id=c1 if=eth0" -j CNI-BR-${attTag}`);
+    expect(v4).toContain(`-A CNI-BR-${attTag} ! -d 224.0.0.0/4`);
+  });
+
+  it('macspoofchk: one nft call that allows only the container MAC on its port', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ macspoofchk: true }) });
+    expect(r.code).toBe(0);
+    const nft = kernel.calls.filter((c) => c.argv[0] === 'nft');
+    expect(nft).toHaveLength(1);
+    const mac = r.json.interfaces[2].mac;
+    expect(nft[0].input).toContain(`ether saddr ${mac} return`);
+    expect(nft[0].input).toContain(`"${hostVethName('c1', 'eth0')}" : jump port-`);
+  });
+});
+
+describe('config errors change nothing', () => {
+  const cases: [string, Record<string, unknown>, number, RegExp][] = [
+    ['mtu out of range', { mtu: 70000 }, 7, /field "mtu"/],
+    ['mtu below the minimum', { mtu: 10 }, 7, /field "mtu" must be 0 \(the default\) or from 68/],
+    ['mtu not a number', { mtu: '1500' }, 7, /field "mtu"/],
+    ['vlan out of range', { vlan: 4095 }, 7, /field "vlan"/],
+    ['vlan and vlanTrunk', { vlan: 5, vlanTrunk: [{ id: 6 }] }, 7, /"vlan" and "vlanTrunk"/],
+    ['vlanTrunk minID without maxID', { vlanTrunk: [{ minID: 6 }] }, 7, /vlanTrunk\[0\].*"minID" and "maxID"/],
+    ['vlanTrunk id 0', { vlanTrunk: [{ id: 0 }] }, 7, /field "vlanTrunk\[0\]\.id"/],
+    ['promisc with hairpin', { promiscMode: true, hairpinMode: true }, 7, /"hairpinMode" and "promiscMode"/],
+    ['unknown ipMasqBackend', { ipMasq: true, ipMasqBackend: 'pf' }, 7, /field "ipMasqBackend" must be "iptables" or "nftables"/],
+    ['ipam plugin missing', { ipam: { type: 'no-such-ipam' } }, 7, /plugin "no-such-ipam" \(field "ipam.type"\) not found in CNI_PATH/],
+    ['bridge name too long', { bridge: 'a-very-long-bridge-name' }, 7, /field "bridge".*longer than 15 bytes/],
+    ['bridge name with #', { bridge: 'br#0' }, 7, /field "bridge"/],
+    ['isGateway bool', { isGateway: 'yes' }, 7, /field "isGateway" must be true or false/],
+    ['bad runtimeConfig.mac', { runtimeConfig: { mac: '01:00:5e:00:00:01' } }, 7, /field "runtimeConfig.mac"/],
+    ['dns nameservers not strings', { dns: { nameservers: [1] } }, 7, /field "dns.nameservers\[0\]"/],
+    ['disableContainerInterface with IPAM', { disableContainerInterface: true }, 7, /"disableContainerInterface" cannot be used with IPAM/],
+    ['VLAN gateway name too long', { bridge: 'bridge-name-15c', vlan: 100 }, 7, /longer than 15 bytes/],
+  ];
+  for (const [what, extra, code, msg] of cases) {
+    it(what, async () => {
+      const r = await cni({ command: 'ADD', conf: base(extra) });
+      expect(r.code).toBe(1);
+      expect(r.json.code).toBe(code);
+      expect(r.json.msg).toMatch(msg);
+      expect(kernel.calls).toHaveLength(0);
+      expect(ipamLog()).toEqual([]);
+    });
+  }
+
+  it('a bad CNI_ARGS MAC is an environment error', async () => {
+    const r = await cni({ command: 'ADD', conf: base(), args: 'MAC=zz' });
+    expect(r.json.code).toBe(4);
+    expect(r.json.msg).toMatch(/CNI_ARGS MAC/);
+    expect(kernel.calls).toHaveLength(0);
+  });
+
+  it('a missing CNI_NETNS path is an environment error', async () => {
+    const r = await cni({ command: 'ADD', conf: base(), ns: join(dir, 'gone') });
+    expect(r.json.code).toBe(4);
+    expect(kernel.calls).toHaveLength(0);
+  });
+
+  it('an IPAM failure is passed on with its code and nothing is created', async () => {
+    writeFileSync(join(dir, 'ipam-fail-ADD'), '');
+    try {
+      const r = await cni({ command: 'ADD', conf: base() });
+      expect(r.json).toMatchObject({ code: 11, msg: 'fake-ipam: pool busy' });
+      expect(kernel.calls).toHaveLength(0);
+    } finally {
+      rmSync(join(dir, 'ipam-fail-ADD'));
+    }
+  });
+});
+
+describe('DEL', () => {
+  it('removes the host veth by name and releases IPAM; a second DEL succeeds too', async () => {
+    expect((await cni({ command: 'ADD', conf: base() })).code).toBe(0);
+    const veth = hostVethName('c1', 'eth0');
+    expect((await cni({ command: 'DEL', conf: base() })).code).toBe(0);
+    expect(kernel.links('').has(veth)).toBe(false);
+    expect(kernel.links(netns).has('eth0')).toBe(false);
+    expect(kernel.links('').has('brunit0')).toBe(true);
+    expect((await cni({ command: 'DEL', conf: base() })).code).toBe(0);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('falls back to CNI_IFNAME inside the namespace when the host end has another name', async () => {
+    kernel.links(netns).set('eth0', { ifindex: 3, name: 'eth0', kind: 'veth', mtu: 1500, mac: '02:00:00:00:00:33', up: true, promisc: false, addrs: [], slave: {}, bridge: {} });
+    expect((await cni({ command: 'DEL', conf: base() })).code).toBe(0);
+    expect(kernel.links(netns).has('eth0')).toBe(false);
+  });
+
+  it('works without CNI_NETNS and with a config that no longer validates', async () => {
+    const r = await cni({ command: 'DEL', conf: base({ mtu: -1, vlan: 9999 }), ns: '' });
+    expect(r.code).toBe(0);
+    expect(ipamLog()).toEqual(['DEL c1 eth0']);
+  });
+
+  it('removes masquerade rules found by their tag, without knowing the addresses', async () => {
+    const { attTag, netTag } = attachmentTags('unitnet', 'c1', 'eth0');
+    const c = `-m comment --comment "cni-ts:${netTag}:${attTag} net=unitnet id=c1 if=eth0"`;
+    kernel.replies.set('iptables-save', () => ({
+      code: 0,
+      stderr: '',
+      stdout: [
+        '*nat',
+        ':POSTROUTING ACCEPT [0:0]',
+        `:CNI-BR-${attTag} - [0:0]`,
+        `-A POSTROUTING -s 10.77.9.5/32 ${c} -j CNI-BR-${attTag}`,
+        `-A POSTROUTING -s 10.77.9.6/32 -m comment --comment "cni-ts:${netTag}:00000000000000000000 x" -j CNI-BR-00000000000000000000`,
+        `-A CNI-BR-${attTag} -d 10.77.9.0/24 ${c} -j ACCEPT`,
+        `-A CNI-BR-${attTag} ! -d 224.0.0.0/4 ${c} -j MASQUERADE`,
+        'COMMIT',
+      ].join('\n'),
+    }));
+    expect((await cni({ command: 'DEL', conf: base({ ipMasq: true, ipMasqBackend: 'iptables' }), ns: '' })).code).toBe(0);
+    const restore = kernel.calls.filter((x) => x.argv[0] === 'iptables-restore');
+    expect(restore).toHaveLength(1);
+    expect(restore[0].argv).toEqual(['iptables-restore', '-w', '--noflush']);
+    expect(restore[0].input!.trim().split('\n')).toEqual([
+      '*nat',
+      `-D POSTROUTING -s 10.77.9.5/32 ${c} -j CNI-BR-${attTag}`,
+      `-F CNI-BR-${attTag}`,
+      `-X CNI-BR-${attTag}`,
+      'COMMIT',
+    ]);
+    expect(kernel.calls.filter((x) => x.argv[0] === 'ip6tables-restore')).toHaveLength(0);
+  });
+});
+
+describe('CHECK', () => {
+  async function added(extra: Record<string, unknown> = {}) {
+    const conf = base(extra);
+    const r = await cni({ command: 'ADD', conf });
+    expect(r.code).toBe(0);
+    return { ...conf, prevResult: r.json };
+  }
+
+  it('passes right after ADD', async () => {
+    const conf = await added({ isDefaultGateway: true });
+    const r = await cni({ command: 'CHECK', conf });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'CHECK c1 eth0']);
+  });
+
+  it('names a missing address', async () => {
+    const conf = await added();
+    kernel.links(netns).get('eth0')!.addrs = [];
+    const r = await cni({ command: 'CHECK', conf });
+    expect(r.json.msg).toBe('address 10.77.9.5/24 from prevResult is missing on eth0 (it has none)');
+  });
+
+  it('names a missing route', async () => {
+    const conf = await added({ isDefaultGateway: true });
+    kernel.routes.set(netns, kernel.routes.get(netns)!.filter((r) => r.dst !== 'default'));
+    const r = await cni({ command: 'CHECK', conf });
+    expect(r.json.msg).toMatch(/route to 0.0.0.0\/0 via 10.77.9.1 from prevResult is missing/);
+  });
+
+  it('names a veth taken off the bridge, a missing bridge, a changed MAC', async () => {
+    const conf = await added();
+    const veth = kernel.links('').get(hostVethName('c1', 'eth0'))!;
+    veth.master = undefined;
+    expect((await cni({ command: 'CHECK', conf })).json.msg).toMatch(/is not attached to bridge "brunit0" \(master: none\)/);
+    veth.master = 'brunit0';
+    kernel.links(netns).get('eth0')!.mac = '02:12:34:56:78:9a';
+    expect((await cni({ command: 'CHECK', conf })).json.msg).toMatch(/container interface eth0 has MAC 02:12:34:56:78:9a, prevResult says/);
+    kernel.links('').delete('brunit0');
+    expect((await cni({ command: 'CHECK', conf })).json.msg).toBe('bridge "brunit0" not found');
+  });
+
+  it('needs prevResult, and a sandbox that matches CNI_NETNS', async () => {
+    expect((await cni({ command: 'CHECK', conf: base() })).json).toMatchObject({ code: 7, msg: 'CHECK needs the field "prevResult"' });
+    const conf = await added();
+    const other = join(dir, 'netns-other');
+    writeFileSync(other, '');
+    const r = await cni({ command: 'CHECK', conf, ns: other });
+    expect(r.json.msg).toContain(`is in sandbox "${netns}", not CNI_NETNS ${other}`);
+  });
+});
+
+describe('GC and STATUS', () => {
+  it('GC removes masquerade rules of attachments not listed, in this network only, then calls the IPAM', async () => {
+    const keep = attachmentTags('unitnet', 'live', 'eth0');
+    const stale = attachmentTags('unitnet', 'dead', 'eth0');
+    const other = attachmentTags('othernet', 'dead', 'eth0');
+    const rule = (t: { netTag: string; attTag: string }, ip: string) =>
+      `-A POSTROUTING -s ${ip}/32 -m comment --comment "cni-ts:${t.netTag}:${t.attTag} x" -j CNI-BR-${t.attTag}`;
+    kernel.replies.set('iptables-save', () => ({
+      code: 0,
+      stderr: '',
+      stdout: ['*nat', rule(keep, '10.77.9.2'), rule(stale, '10.77.9.3'), rule(other, '10.77.8.3'), 'COMMIT'].join('\n'),
+    }));
+    const conf = base({ cniVersion: '1.1.0', ipMasq: true, ipMasqBackend: 'iptables', 'cni.dev/valid-attachments': [{ containerID: 'live', ifname: 'eth0' }] });
+    const r = await cni({ command: 'GC', conf, ns: '' });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
+    const restore = kernel.calls.filter((x) => x.argv[0] === 'iptables-restore');
+    expect(restore).toHaveLength(1);
+    expect(restore[0].input).toContain(`-D POSTROUTING -s 10.77.9.3/32`);
+    expect(restore[0].input).not.toContain('10.77.9.2');
+    expect(restore[0].input).not.toContain('10.77.8.3');
+    expect(ipamLog()).toEqual(['GC c1 eth0']);
+  });
+
+  it('GC without valid-attachments is a config error', async () => {
+    const r = await cni({ command: 'GC', conf: base({ cniVersion: '1.1.0' }) });
+    expect(r.json).toMatchObject({ code: 7 });
+  });
+
+  it('STATUS is the IPAM plugin\'s STATUS; an L2 network is always ready', async () => {
+    writeFileSync(join(dir, 'ipam-fail-STATUS'), '');
+    try {
+      const r = await cni({ command: 'STATUS', conf: base({ cniVersion: '1.1.0' }) });
+      expect(r.json).toMatchObject({ code: 11, msg: 'fake-ipam: pool busy' });
+    } finally {
+      rmSync(join(dir, 'ipam-fail-STATUS'));
+    }
+    expect((await cni({ command: 'STATUS', conf: base({ cniVersion: '1.1.0', ipam: undefined }) })).code).toBe(0);
+  });
+});

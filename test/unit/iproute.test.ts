@@ -1,0 +1,214 @@
+// The iproute layer without a kernel: batch output parsing, command builders,
+// and the firewall helpers' scripts, against recorded command lines.
+import { afterEach, describe, expect, it } from 'vitest';
+import { setRunner, type Runner } from '../../src/iproute/exec';
+import { isBatchSafe, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
+import { bridgeAdd, bridgePortSet, fdbReplace, ifnameProblem, linkSet, neighReplace, normalizeMac, randomMac, vethAdd, isMulticastMac } from '../../src/iproute/link';
+import { addrAdd, addrReplace } from '../../src/iproute/addr';
+import { routeAppend, routeDstCidr, routeReplace } from '../../src/iproute/route';
+import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
+import { sysctlArgv } from '../../src/iproute/sysctl';
+import { masqAdd, masqCheck, masqComment, masqDel, masqList, NFT_TABLE } from '../../src/iproute/masq';
+import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
+
+let restore: Runner | undefined;
+const calls: { argv: readonly string[]; input?: string }[] = [];
+
+function fake(reply: (argv: readonly string[], input?: string) => { stdout?: string; stderr?: string; code?: number }): void {
+  calls.length = 0;
+  restore = setRunner(async (argv, input) => {
+    calls.push({ argv, input });
+    const r = reply(argv, input);
+    return { stdout: r.stdout ?? '', stderr: r.stderr ?? '', code: r.code ?? 0 };
+  });
+}
+
+afterEach(() => {
+  if (restore) setRunner(restore);
+  restore = undefined;
+});
+
+describe('batch', () => {
+  it('maps "Command failed" markers to the message printed before each', () => {
+    const stderr = 'RTNETLINK answers: File exists\nCommand failed -:1\nCannot find device "x"\nCommand failed -:4\n';
+    expect([...parseFailures(stderr)]).toEqual([
+      [1, 'RTNETLINK answers: File exists'],
+      [4, 'Cannot find device "x"'],
+    ]);
+  });
+
+  it('splits concatenated JSON, including brackets inside strings', () => {
+    expect(splitJson('[{"a":"]["}]\n[]\n{"b":"\\"}"}\n')).toEqual([[{ a: '][' }], [], { b: '"}' }]);
+    expect(() => splitJson('[{"a":1}')).toThrow(/truncated/);
+  });
+
+  it('runs one -force batch and gives each query line its JSON, skipping failed ones', async () => {
+    fake(() => ({
+      stdout: '[{"ifname":"a"}]\n[{"ifname":"c"}]\n',
+      stderr: 'Device "b" does not exist.\nCommand failed -:3\n',
+      code: 1,
+    }));
+    const lines = [['addr', 'show', 'dev', 'a'], ['link', 'set', 'dev', 'a', 'up'], ['addr', 'show', 'dev', 'b'], ['addr', 'show', 'dev', 'c']];
+    const r = await runBatch('ip', lines, { json: true, details: true, netns: '/run/netns/x' });
+    expect(calls[0].argv).toEqual(['nsenter', '--net=/run/netns/x', '--', 'ip', '-json', '-details', '-force', '-batch', '-']);
+    expect(calls[0].input).toBe('addr show dev a\nlink set dev a up\naddr show dev b\naddr show dev c\n');
+    expect(r.outputs).toEqual([[{ ifname: 'a' }], undefined, undefined, [{ ifname: 'c' }]]);
+    expect(r.errors).toEqual([undefined, undefined, 'Device "b" does not exist.', undefined]);
+    expect(r.firstError).toBe(2);
+  });
+
+  it('fails as a whole when the process fails without line markers (e.g. cannot enter the namespace)', async () => {
+    fake(() => ({ stderr: 'nsenter: cannot open /x: No such file or directory', code: 1 }));
+    await expect(runBatch('ip', [['link', 'show']], { netns: '/x' })).rejects.toBeInstanceOf(BatchProcessError);
+  });
+
+  it('refuses words -batch would split, unquote or cut at #', async () => {
+    fake(() => ({}));
+    for (const bad of ['a b', 'a"b', "a'b", 'a\\b', 'a#b', '']) {
+      await expect(runBatch('ip', [['link', 'del', bad]])).rejects.toBeInstanceOf(UnsafeWordError);
+      expect(isBatchSafe([bad])).toBe(false);
+    }
+    expect(calls).toHaveLength(0);
+  });
+});
+
+describe('builders', () => {
+  it('links', () => {
+    expect(bridgeAdd('br0', { mtu: 1400, mac: '02:00:00:00:00:01', vlanFiltering: true })).toEqual(
+      ['link', 'add', 'name', 'br0', 'mtu', '1400', 'address', '02:00:00:00:00:01', 'type', 'bridge', 'vlan_filtering', '1'],
+    );
+    expect(vethAdd({ name: 'v1', peer: 'eth0', peerNetns: '/proc/1/ns/net', master: 'br0', up: true, peerMac: '02:00:00:00:00:02' }).join(' ')).toBe(
+      'link add name v1 master br0 up type veth peer name eth0 address 02:00:00:00:00:02 netns /proc/1/ns/net',
+    );
+    expect(linkSet('br0', { up: true, promisc: true }).join(' ')).toBe('link set dev br0 promisc on up');
+    expect(bridgePortSet('v1', { hairpin: true, isolated: false }).join(' ')).toBe('link set dev v1 type bridge_slave hairpin on isolated off');
+    expect(neighReplace('10.0.0.1', '02:00:00:00:00:03', 'flannel.1').join(' ')).toBe('neigh replace 10.0.0.1 lladdr 02:00:00:00:00:03 dev flannel.1 nud permanent');
+    expect(fdbReplace('02:00:00:00:00:03', 'flannel.1', '192.0.2.1').join(' ')).toBe('fdb replace 02:00:00:00:00:03 dev flannel.1 dst 192.0.2.1 self permanent');
+  });
+
+  it('addresses, routes, VLANs', () => {
+    expect(addrAdd('eth0', 'fd00::5/64', { nodad: true }).join(' ')).toBe('addr add fd00::5/64 dev eth0 nodad');
+    expect(addrReplace('br0', '10.0.0.1/24').join(' ')).toBe('addr replace 10.0.0.1/24 dev br0');
+    expect(routeAppend({ dst: '0.0.0.0/0', gw: '10.0.0.1', dev: 'eth0', mtu: 1400 }).join(' ')).toBe('route append 0.0.0.0/0 via 10.0.0.1 dev eth0 mtu 1400');
+    expect(routeReplace({ dst: '10.2.0.0/24', gw: '10.2.0.0', dev: 'flannel.1', onlink: true }).join(' ')).toBe('route replace 10.2.0.0/24 via 10.2.0.0 dev flannel.1 onlink');
+    expect(routeDstCidr('default', 6)).toBe('::/0');
+    expect(routeDstCidr('10.0.0.5', 4)).toBe('10.0.0.5/32');
+    expect(vlanAdd('v1', 10, { pvid: true, untagged: true }).join(' ')).toBe('vlan add dev v1 vid 10 pvid untagged');
+    expect(vlanDel('v1', [5, 7]).join(' ')).toBe('vlan del dev v1 vid 5-7');
+    expect(() => vlanAdd('v1', 4095)).toThrow(/invalid VLAN ID/);
+    expect(vlanRanges([7, 1, 2, 3, 9, 8, 2])).toEqual([[1, 3], [7, 9]]);
+  });
+
+  it('names and MACs', () => {
+    expect(ifnameProblem('eth0')).toBeUndefined();
+    expect(ifnameProblem('0123456789abcdef')).toMatch(/longer than 15/);
+    expect(ifnameProblem('a/b')).toBeDefined();
+    expect(ifnameProblem('a#b')).toMatch(/ip -batch/);
+    expect(normalizeMac('02-AA-bb-CC-dd-01')).toBe('02:aa:bb:cc:dd:01');
+    expect(normalizeMac('02:aa:bb:cc:dd')).toBeUndefined();
+    for (let i = 0; i < 50; i++) {
+      const m = randomMac();
+      expect(normalizeMac(m)).toBe(m);
+      expect(isMulticastMac(m)).toBe(false);
+      expect(parseInt(m.slice(0, 2), 16) & 2).toBe(2);
+    }
+  });
+
+  it('sysctl argv for another namespace: slash keys (dots allowed in names), -e', () => {
+    expect(sysctlArgv([['net/ipv6/conf/eth0.100/accept_dad', '0']])).toEqual(['sysctl', '-q', '-e', '-w', 'net/ipv6/conf/eth0.100/accept_dad=0']);
+    expect(() => sysctlArgv([['net/../x', '1']])).toThrow();
+    expect(() => sysctlArgv([['net/ipv4/ip_forward', '1 2']])).toThrow();
+  });
+});
+
+const owner = { netTag: 'aaaaaaaa', attTag: 'bbbbbbbbbbbbbbbbbbbb', label: 'net=n id=c "quoted" if=eth0' };
+
+describe('masquerade', () => {
+  it('comments carry the tags and a sanitized, bounded label', () => {
+    const c = masqComment({ ...owner, label: 'x'.repeat(300) });
+    expect(c.startsWith('cni-ts:aaaaaaaa:bbbbbbbbbbbbbbbbbbbb ')).toBe(true);
+    expect(c.length).toBeLessThanOrEqual(120);
+    expect(masqComment(owner)).not.toContain('"');
+  });
+
+  it('nftables: one nft script per ADD; DEL lists the chain and deletes by handle', async () => {
+    fake((argv) => {
+      if (argv.includes('list')) {
+        return {
+          stdout: JSON.stringify({
+            nftables: [
+              { rule: { handle: 5, comment: 'cni-ts:aaaaaaaa:bbbbbbbbbbbbbbbbbbbb x', expr: [{ match: { op: '==', left: { payload: { protocol: 'ip', field: 'saddr' } }, right: '10.0.0.5' } }] } },
+              { rule: { handle: 6, comment: 'cni-ts:aaaaaaaa:cccccccccccccccccccc x', expr: [] } },
+              { rule: { handle: 7, comment: 'someone else' } },
+            ],
+          }),
+        };
+      }
+      return {};
+    });
+    await masqAdd('nftables', owner, [
+      { ip: '10.0.0.5', family: 4, subnet: '10.0.0.0/24' },
+      { ip: 'fd00::5', family: 6, subnet: 'fd00::/64' },
+    ]);
+    expect(calls[0].argv).toEqual(['nft', '-f', '-']);
+    expect(calls[0].input).toContain(`add chain inet ${NFT_TABLE} postrouting { type nat hook postrouting priority srcnat; policy accept; }`);
+    expect(calls[0].input).toContain('ip saddr 10.0.0.5 ip daddr != { 10.0.0.0/24 } ip daddr != 224.0.0.0/4 masquerade comment "cni-ts:aaaaaaaa:bbbbbbbbbbbbbbbbbbbb');
+    expect(calls[0].input).toContain('ip6 saddr fd00::5 ip6 daddr != { fd00::/64 } ip6 daddr != ff00::/8 masquerade');
+    calls.length = 0;
+    expect(await masqDel('nftables', 'bbbbbbbbbbbbbbbbbbbb')).toEqual(['bbbbbbbbbbbbbbbbbbbb']);
+    expect(calls[1].input).toBe(`delete rule inet ${NFT_TABLE} postrouting handle 5\n`);
+    expect(await masqCheck('nftables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.5'])).toBeUndefined();
+    expect(await masqCheck('nftables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.6'])).toMatch(/10.0.0.6 are missing/);
+    expect((await masqList('nftables')).map((e) => e.attTag)).toEqual(['bbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccc']);
+  });
+
+  it('nftables: a missing table is an empty listing, not an error', async () => {
+    fake(() => ({ code: 1, stderr: 'Error: No such file or directory\nlist chain inet cni_ts_masquerade postrouting' }));
+    expect(await masqDel('nftables', 'bbbbbbbbbbbbbbbbbbbb')).toEqual([]);
+    expect(calls).toHaveLength(1);
+  });
+
+  it('iptables: nothing tagged means no restore', async () => {
+    fake(() => ({ stdout: '*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -s 10.0.0.0/8 -j MASQUERADE\nCOMMIT\n' }));
+    expect(await masqDel('iptables', 'bbbbbbbbbbbbbbbbbbbb')).toEqual([]);
+    expect(calls.map((c) => c.argv[0]).sort()).toEqual(['ip6tables-save', 'iptables-save']);
+  });
+});
+
+describe('MAC spoof check', () => {
+  const o = { netTag: 'aaaaaaaa', attTag: 'bbbbbbbbbbbbbbbbbbbb' };
+
+  it('setup and teardown are one nft script each; teardown adds before it deletes (idempotent)', async () => {
+    fake(() => ({}));
+    await spoofchkAdd(o, 'veth0123456789a', '02:00:00:00:00:01');
+    expect(calls[0].input).toContain('add rule bridge cni_ts_macspoofchk port-aaaaaaaa-bbbbbbbbbbbbbbbbbbbb ether saddr 02:00:00:00:00:01 return');
+    expect(calls[0].input).toContain('add element bridge cni_ts_macspoofchk ports { "veth0123456789a" : jump port-aaaaaaaa-bbbbbbbbbbbbbbbbbbbb }');
+    await spoofchkDel(o, 'veth0123456789a');
+    const lines = calls[1].input!.trim().split('\n');
+    expect(lines.indexOf('add element bridge cni_ts_macspoofchk ports { "veth0123456789a" : jump port-aaaaaaaa-bbbbbbbbbbbbbbbbbbbb }')).toBeLessThan(
+      lines.indexOf('delete element bridge cni_ts_macspoofchk ports { "veth0123456789a" }'),
+    );
+    await expect(spoofchkAdd(o, 'bad name', '02:00:00:00:00:01')).rejects.toThrow();
+  });
+
+  it('GC removes the chains (and their port entries) of stale attachments of one network', async () => {
+    fake((argv) =>
+      argv.includes('list')
+        ? {
+            stdout: JSON.stringify({
+              nftables: [
+                { map: { name: 'ports', elem: [['vethstale', { jump: { target: 'port-aaaaaaaa-cccccccccccccccccccc' } }]] } },
+                { chain: { name: 'port-aaaaaaaa-bbbbbbbbbbbbbbbbbbbb' } },
+                { chain: { name: 'port-aaaaaaaa-cccccccccccccccccccc' } },
+                { chain: { name: 'port-dddddddd-cccccccccccccccccccc' } },
+              ],
+            }),
+          }
+        : {},
+    );
+    expect(await spoofchkGc('aaaaaaaa', (att) => att === 'bbbbbbbbbbbbbbbbbbbb')).toEqual(['cccccccccccccccccccc']);
+    expect(calls[1].input).toContain('delete element bridge cni_ts_macspoofchk ports { "vethstale" }');
+    expect(calls[1].input).toContain('delete chain bridge cni_ts_macspoofchk port-aaaaaaaa-cccccccccccccccccccc');
+    expect(calls[1].input).not.toContain('port-dddddddd');
+  });
+});
