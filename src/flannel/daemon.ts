@@ -217,9 +217,10 @@ export class Daemon {
         return;
       }
       this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
+      this.reported.forEach((k) => k.startsWith('renew\n') && this.reported.delete(k));
       this.log(`renewed lease ${this.subnet} for ${this.opts.leaseTtlS} s`);
     } catch (err) {
-      this.log(`cannot renew lease ${this.subnet}: ${(err as Error).message}; retrying`);
+      this.logOnce(`cannot renew lease ${this.subnet}: ${(err as Error).message}; retrying every ${this.opts.reconcileMs / 1000} s`, 'renew');
     }
   }
 

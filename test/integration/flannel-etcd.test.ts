@@ -83,9 +83,16 @@ describe('vxlan-flannel with etcd', () => {
     const check = await topo.plugin(n1, 'CHECK', { ...topo.cniConfig(n1), prevResult: p1.result }, env);
     expect(check.code, check.stdout + check.stderr).toBe(0);
     // the overlay's own part of CHECK: a VTEP that is down fails it
-    topo.ip(n1.ns, 'link set flannel.1 down');
-    const down = await topo.plugin(n1, 'CHECK', { ...topo.cniConfig(n1), prevResult: p1.result }, env);
-    expect(down.json?.msg).toMatch(/VTEP flannel.1 is down/);
+    d1.proc.kill('SIGSTOP'); // so its reconcile does not repair the VTEP before CHECK looks
+    try {
+      topo.ip(n1.ns, 'link set flannel.1 down');
+      const down = await topo.plugin(n1, 'CHECK', { ...topo.cniConfig(n1), prevResult: p1.result }, env);
+      expect(down.json?.msg).toMatch(/VTEP flannel.1 is down/);
+      const unavailable = await topo.plugin(n1, 'STATUS', { ...topo.cniConfig(n1), cniVersion: '1.1.0' });
+      expect([unavailable.json?.code, unavailable.json?.msg]).toEqual([50, 'overlay not ready: VTEP flannel.1 is down']);
+    } finally {
+      d1.proc.kill('SIGCONT');
+    }
     await waitFor('d1 to bring its VTEP up again', () => topo.json(n1.ns, 'link show dev flannel.1')[0].flags.includes('UP'), 5000);
     const status = await topo.plugin(n1, 'STATUS', { ...topo.cniConfig(n1), cniVersion: '1.1.0' });
     expect(status.code, status.stdout).toBe(0);
@@ -230,6 +237,25 @@ describe('vxlan-flannel with etcd', () => {
     }, 5000, 20);
     expect(ms).toBeLessThan(2000);
     expect(await topo.ping(p1, p2.ip)).toBe(true);
+    // the plugin on the node that left reports it cannot serve
+    const status = await topo.plugin(n3, 'STATUS', { ...topo.cniConfig(n3), cniVersion: '1.1.0' });
+    expect([status.code, status.json?.code]).toEqual([1, 50]);
+    expect(status.json.msg).toMatch(/no overlay lease on this node: .*subnet.env does not exist/);
+  });
+
+  it('GC through the real delegate chain: stale saved config removed and its address released', async () => {
+    const p4 = await topo.addPod(n2);
+    const ipamDir = join(topo.tmp.path, 'n2', 'ipam', `${topo.prefix}-podnet`);
+    expect(readdirSync(ipamDir)).toContain(p4.ip);
+    const r = await topo.plugin(n2, 'GC', {
+      ...topo.cniConfig(n2),
+      cniVersion: '1.1.0',
+      'cni.dev/valid-attachments': [{ containerID: p2.id, ifname: 'eth0' }],
+    });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(readdirSync(join(topo.tmp.path, 'n2', 'flannel-data'))).toEqual([p2.id]);
+    expect(readdirSync(ipamDir)).not.toContain(p4.ip);
+    expect(readdirSync(ipamDir)).toContain(p2.ip);
   });
 
   it('DEL through the plugin removes the saved config; a second DEL is still success', async () => {
