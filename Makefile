@@ -1,7 +1,7 @@
 # Build, install and test the CNI plugins.
 DESTDIR ?=
 CNI_BIN_DIR ?= /opt/cni/bin
-PLUGINS := host-local vxlan-flannel
+PLUGINS := host-local bridge vxlan-flannel
 
 .PHONY: all build install test test-unit test-integration typecheck bench clean
 

@@ -148,7 +148,8 @@ export async function add(req: Request): Promise<Result> {
       res.errors.forEach((msg, i) => {
         // The default VLAN may already be gone from the port.
         if (msg !== undefined && lines[i][1] !== 'del') {
-          throw new CniError(ErrorCode.Internal, `failed to set up VLANs on ${lines[i][3]}: bridge ${lines[i].join(' ')}: ${msg}`);
+          const hint = /not supported/i.test(msg) ? ' (the kernel lacks CONFIG_BRIDGE_VLAN_FILTERING)' : '';
+          throw new CniError(ErrorCode.Internal, `failed to set up VLANs on ${lines[i][3]}: bridge ${lines[i].join(' ')}: ${msg}${hint}`);
         }
       });
     }
@@ -196,7 +197,11 @@ async function setupHost(
   const lines: Line[] = [];
   const at = (line: Line) => lines.push(line) - 1;
   const iBefore = gateways.length ? at(showDev(gwDev)) : -1;
-  const iBridge = at(bridgeAdd(cfg.bridge, { mtu: cfg.mtu || undefined, mac: randomMac(), vlanFiltering }));
+  // VLAN filtering is switched on by its own line rather than at creation: if
+  // the kernel lacks it, creation still succeeds, so the `master` words below
+  // name an existing bridge (ip aborts the whole batch on a `master` it cannot
+  // resolve) and the failure is reported on its own line.
+  const iBridge = at(bridgeAdd(cfg.bridge, { mtu: cfg.mtu || undefined, mac: randomMac() }));
   if (vlanFiltering) at(bridgeSet(cfg.bridge, { vlanFiltering: true }));
   at(linkSet(cfg.bridge, { up: true, ...(cfg.promiscMode ? { promisc: true } : {}) }));
   const iVeth = at(
@@ -215,14 +220,22 @@ async function setupHost(
   const iShowVeth = at(showDev(hostVeth));
   const iShowGw = vlanGw ? at(showDev(vlanGw)) : -1;
 
-  const res = await runBatch('ip', lines, { json: true, details: true });
+  const res = await runBatch('ip', lines, { json: true, details: true }).catch((e) => {
+    // ip gave up before finishing (it exits on words it cannot resolve). That
+    // happens parsing a line, before the veth line has run, so nothing to undo.
+    throw kernelError(`setting up bridge "${cfg.bridge}" and veth ${hostVeth}`, e);
+  });
   const vethMade = res.errors[iVeth] === undefined;
   if (vethMade) undo.push(() => runBatch('ip', [linkDel(hostVeth)]));
 
   const bridge = firstLink(res.outputs[iShowBridge]);
   const err = (i: number) => res.errors[i];
+  const vlanHint = (msg: string) =>
+    vlanFiltering && /not supported/i.test(msg)
+      ? ' (VLAN filtering, needed by "vlan"/"vlanTrunk", requires a kernel built with CONFIG_BRIDGE_VLAN_FILTERING)'
+      : '';
   if (err(iBridge) !== undefined && !isExists(err(iBridge))) {
-    throw new CniError(ErrorCode.Internal, `failed to create bridge "${cfg.bridge}": ${err(iBridge)}`);
+    throw new CniError(ErrorCode.Internal, `failed to create bridge "${cfg.bridge}": ${err(iBridge)}${vlanHint(err(iBridge)!)}`);
   }
   if (!bridge) throw new CniError(ErrorCode.Internal, `bridge "${cfg.bridge}" not found after creating it: ${err(iShowBridge)}`);
   if (linkKind(bridge) !== 'bridge') {
@@ -245,7 +258,7 @@ async function setupHost(
   // Every other line (up, port flags, gateway addresses, reads) must have worked.
   res.errors.forEach((msg, i) => {
     if (msg === undefined || i === iBridge || i === iVeth || i === iVlanGw || i === iBefore) return;
-    throw new CniError(ErrorCode.Internal, `ip ${lines[i].join(' ')}: ${msg}`);
+    throw new CniError(ErrorCode.Internal, `ip ${lines[i].join(' ')}: ${msg}${vlanHint(msg)}`);
   });
   const veth = firstLink(res.outputs[iShowVeth])!;
 

@@ -3,7 +3,7 @@
 // and what is masqueraded. Pure, so it is unit-tested directly.
 import { CniError, ErrorCode } from '../cni/errors';
 import type { IPConfig, Result, Route } from '../cni/result';
-import { Prefix, type Family } from '../net/ip';
+import { IP, Prefix, type Family } from '../net/ip';
 import type { MasqTarget } from '../iproute/masq';
 import type { BridgeConfig } from './config';
 
@@ -31,6 +31,13 @@ export const CONTAINER_IFACE_INDEX = 2;
 const familyOfText = (s: string): Family => (s.includes(':') ? 6 : 4);
 
 export function planAddresses(cfg: BridgeConfig, ipam: Result): AddressPlan {
+  for (const r of ipam.routes ?? []) {
+    // Checked here: `ip` would abort its whole batch on a word it cannot parse.
+    if (typeof r.dst !== 'string' || !Prefix.parse(r.dst)) throw new CniError(ErrorCode.DecodingFailure, `IPAM returned a route with an invalid dst ${JSON.stringify(r.dst)}`);
+    if (r.gw !== undefined && (typeof r.gw !== 'string' || !IP.parse(r.gw))) {
+      throw new CniError(ErrorCode.DecodingFailure, `IPAM returned a route with an invalid gw ${JSON.stringify(r.gw)}`);
+    }
+  }
   const plan: AddressPlan = { ips: [], routes: [...(ipam.routes ?? [])], gateways: [], familyGateway: {}, masq: [], families: new Set() };
   const defaultFound: Record<Family, boolean> = { 4: false, 6: false };
   for (const ipc of ipam.ips ?? []) {
@@ -38,6 +45,9 @@ export function planAddresses(cfg: BridgeConfig, ipam: Result): AddressPlan {
     if (!prefix) throw new CniError(ErrorCode.DecodingFailure, `IPAM returned an invalid address ${JSON.stringify(ipc.address)}`);
     const family = prefix.family;
     plan.families.add(family);
+    if (ipc.gateway !== undefined && (typeof ipc.gateway !== 'string' || IP.parse(ipc.gateway)?.family !== family)) {
+      throw new CniError(ErrorCode.DecodingFailure, `IPAM returned an invalid gateway ${JSON.stringify(ipc.gateway)} for ${ipc.address}`);
+    }
     let gateway = ipc.gateway;
     if (!gateway && cfg.isGateway) gateway = prefix.network.next().toString();
     plan.ips.push({ address: ipc.address, ...(gateway ? { gateway } : {}), interface: CONTAINER_IFACE_INDEX });

@@ -102,9 +102,18 @@ interface SavedTable {
   rules: SavedRule[];
 }
 
+const notInstalled = (err: unknown) => (err as NodeJS.ErrnoException)?.code === 'ENOENT';
+
 async function iptablesList(family: 4 | 6): Promise<SavedTable> {
-  const { stdout } = await exec([SAVE[family], '-t', 'nat']);
   const table: SavedTable = { family, chains: new Set(), rules: [] };
+  let stdout: string;
+  try {
+    ({ stdout } = await exec([SAVE[family], '-t', 'nat']));
+  } catch (err) {
+    // A host without ip6tables (or iptables) cannot hold rules of that family.
+    if (notInstalled(err)) return table;
+    throw err;
+  }
   for (const line of stdout.split('\n')) {
     if (line.startsWith(':CNI-BR-')) table.chains.add(line.slice(1).split(' ')[0]);
     if (!line.startsWith('-A ')) continue;

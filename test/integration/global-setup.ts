@@ -9,8 +9,12 @@ const REQUIRED_FILES = [
   'bin/vxlan-flannel',
   '/usr/bin/etcd', // Debian's etcd-server: the flannel lease store
   '/usr/bin/etcdctl', // Debian's etcd-client: leases written by hand, as flanneld writes them
+  'bin/bridge',
+  '/usr/lib/cni/bridge', // the Go reference bridge: side-by-side comparison
+  '/usr/lib/cni/tuning', // chained after our bridge through libcni (cnidrive)
+  '/usr/lib/cni/portmap',
 ];
-const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping'];
+const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go'];
 
 export default function setup(): void {
   const problems: string[] = [];
