@@ -155,8 +155,7 @@ export class Daemon {
       if (acquired.how !== 'reused') await this.store.remove(this.subnet).catch(() => {});
       throw new Error(`cannot set up VTEP ${name}: ${(err as Error).message}`);
     }
-    this.writeSubnetEnv();
-    await this.sync('start');
+    await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.stopWatch = this.store.watch(
       (why) => this.schedule(why),
       (err) => this.logOnce(`watch: ${err.message}`, 'watch'),
@@ -265,13 +264,16 @@ export class Daemon {
       const r = await ensureVtep(this.spec, this.subnet.network.toString(), o.netns);
       if (r.created) this.log(`VTEP ${this.spec.name} was missing (${why}): recreated`);
       if (r.replaced) this.log(`VTEP ${this.spec.name} had been changed (${r.replaced}): replaced`);
-      this.writeSubnetEnv();
-      const { peers, skipped } = desiredPeers(this.leases, this.self(), this.cfg.network);
-      for (const s of skipped) this.logOnce(`ignoring ${s}`, `skip ${s.split(':')[0]}`);
-      const plan = planPeers(peers, await readActual(this.spec.name, o.netns), this.spec.name, this.cfg.network);
-      if (plan.changes.length) {
-        await applyPlan(plan, o.netns);
-        for (const c of plan.changes) this.log(`${c} (${why})`);
+      try {
+        const { peers, skipped } = desiredPeers(this.leases, this.self(), this.cfg.network);
+        for (const s of skipped) this.logOnce(`ignoring ${s}`, `skip ${s.split(':')[0]}`);
+        const plan = planPeers(peers, await readActual(this.spec.name, o.netns), this.spec.name, this.cfg.network);
+        if (plan.changes.length) {
+          await applyPlan(plan, o.netns);
+          for (const c of plan.changes) this.log(`${c} (${why})`);
+        }
+      } finally {
+        this.writeSubnetEnv(); // the VTEP is up: pods can be attached even if a peer failed to program
       }
     } catch (err) {
       this.log(`reconcile failed (${why}): ${(err as Error).message}`);

@@ -34,6 +34,7 @@ beforeAll(async () => {
   d1 = topo.startDaemon(n1, store);
   d2 = topo.startDaemon(n2, store);
   [s1, s2] = await Promise.all([topo.waitSubnet(d1), topo.waitSubnet(d2)]);
+  await topo.waitMesh([{ node: n1, subnet: s1.subnet }, { node: n2, subnet: s2.subnet }]);
 }, 60_000);
 
 afterAll(async () => {

@@ -11,8 +11,19 @@ import { join } from 'node:path';
 import { OUR_BIN, ROOT, sh, tempDir } from './helpers';
 
 export const FLANNEL = join(OUR_BIN, 'vxlan-flannel');
-/** The bridge delegate: ours once bin/bridge is built, the Go reference until then. */
-export const BRIDGE = existsSync(join(OUR_BIN, 'bridge')) ? join(OUR_BIN, 'bridge') : '/usr/lib/cni/bridge';
+/**
+ * The bridge delegate: ours, bin/bridge (FLANNEL_TEST_BRIDGE may name another,
+ * e.g. Debian's /usr/lib/cni/bridge, whose v1.1.1 CHECK and GC have known bugs).
+ * Which one ran is printed.
+ */
+export const BRIDGE = process.env.FLANNEL_TEST_BRIDGE ?? join(OUR_BIN, 'bridge');
+
+/** Builds bin/bridge when `make build` did not (it is not in every PLUGINS list yet). */
+function ensureBridgeBuilt(): void {
+  if (BRIDGE !== join(OUR_BIN, 'bridge') || existsSync(BRIDGE)) return;
+  process.stdout.write('bin/bridge is not built: building it with `node build.mjs bridge`\n');
+  execFileSync('node', ['build.mjs', 'bridge'], { cwd: ROOT, stdio: 'inherit' });
+}
 export const UNDERLAY_PREFIX = '192.168.88';
 export const ETCD_IP = `${UNDERLAY_PREFIX}.100`;
 export const NETWORK = '10.88.0.0/16';
@@ -111,6 +122,9 @@ export class Topology {
     this.ul = `${prefix}-ul`;
     this.cniBin = join(this.tmp.path, 'cni-bin');
     mkdirSync(this.cniBin);
+    ensureBridgeBuilt();
+    if (!existsSync(BRIDGE)) throw new Error(`bridge delegate ${BRIDGE} does not exist`);
+    process.stdout.write(`[${prefix}] delegate bridge plugin: ${BRIDGE}\n`);
     symlinkSync(BRIDGE, join(this.cniBin, 'bridge'));
     symlinkSync(join(OUR_BIN, 'host-local'), join(this.cniBin, 'host-local'));
     symlinkSync(FLANNEL, join(this.cniBin, 'vxlan-flannel'));
@@ -231,6 +245,15 @@ export class Topology {
     );
     const m = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\.1\/(\d+)/.exec(value)!;
     return { subnet: `${m[1]}.0/${m[2]}`, vtepIP: `${m[1]}.0`, env: value };
+  }
+
+  /** Waits until every node has a route to every other node's subnet (the overlay has converged). */
+  async waitMesh(nodes: { node: Host; subnet: string }[], timeoutMs = 10_000): Promise<void> {
+    await waitFor('every node to program every other', () =>
+      nodes.every((a) => {
+        const routes = this.json<{ dst: string }[]>(a.node.ns, 'route show dev flannel.1').map((r) => r.dst);
+        return nodes.every((b) => b === a || routes.includes(b.subnet));
+      }), timeoutMs, 50);
   }
 
   /** The CNI config of a node, as a runtime would hand it to the plugin. */
