@@ -117,9 +117,9 @@ export async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
   }
 }
 
-const savedPath = (fc: FlannelConf, containerId: string) => join(fc.dataDir, containerId);
+const savedPath = (fc: Pick<FlannelConf, 'dataDir'>, containerId: string) => join(fc.dataDir, containerId);
 
-function loadSaved(fc: FlannelConf, containerId: string): Json | undefined {
+function loadSaved(fc: Pick<FlannelConf, 'dataDir'>, containerId: string): Json | undefined {
   const file = savedPath(fc, containerId);
   const text = readIfExists(file);
   if (text === undefined) return undefined;
@@ -152,8 +152,15 @@ async function add(req: Request): Promise<Result> {
   return result;
 }
 
+/** DEL needs only dataDir: a config that went bad after ADD must not leak the container's address. */
+function loadDataDir(conf: NetConf): Pick<FlannelConf, 'dataDir'> {
+  const dataDir = optString(conf, 'dataDir') ?? DEFAULT_DATA_DIR;
+  if (!dataDir.startsWith('/')) throw invalidConfig(`field "dataDir" must be an absolute path, got ${JSON.stringify(dataDir)}`);
+  return { dataDir };
+}
+
 async function del(req: Request): Promise<void> {
-  const fc = loadFlannelConf(req.conf);
+  const fc = loadDataDir(req.conf);
   const saved = loadSaved(fc, req.inv.containerId);
   if (!saved) return; // never added, or already deleted: nothing to undo
   const type = typeof saved.type === 'string' ? saved.type : 'bridge';

@@ -155,6 +155,12 @@ describe('CNI commands with a fake delegate', () => {
     expect((await run('DEL', baseConf())).exitCode).toBe(0);
     expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
   });
+  it('DEL still works when the config went bad after ADD (only dataDir matters)', async () => {
+    await run('ADD', baseConf());
+    const out = await run('DEL', baseConf({ delegate: { name: 'now-invalid' }, subnetFile: 'relative' }));
+    expect(out.exitCode).toBe(0);
+    expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
+  });
   it('DEL of an unknown container is success and calls nothing (also without subnet.env)', async () => {
     rmSync(subnetFile);
     const out = await run('DEL', baseConf(), 'never-added');
