@@ -118,19 +118,24 @@ export class Topology {
   private podSeq = 0;
 
   constructor(readonly prefix: string) {
-    this.tmp = tempDir(`flannel-${prefix}`);
-    this.ul = `${prefix}-ul`;
-    this.cniBin = join(this.tmp.path, 'cni-bin');
-    mkdirSync(this.cniBin);
     ensureBridgeBuilt();
     if (!existsSync(BRIDGE)) throw new Error(`bridge delegate ${BRIDGE} does not exist`);
     process.stdout.write(`[${prefix}] delegate bridge plugin: ${BRIDGE}\n`);
-    symlinkSync(BRIDGE, join(this.cniBin, 'bridge'));
-    symlinkSync(join(OUR_BIN, 'host-local'), join(this.cniBin, 'host-local'));
-    symlinkSync(FLANNEL, join(this.cniBin, 'vxlan-flannel'));
-    this.netns(this.ul);
-    this.ip(this.ul, 'link add br0 type bridge');
-    this.ip(this.ul, 'link set br0 up');
+    this.tmp = tempDir(`flannel-${prefix}`);
+    this.ul = `${prefix}-ul`;
+    this.cniBin = join(this.tmp.path, 'cni-bin');
+    try {
+      mkdirSync(this.cniBin);
+      symlinkSync(BRIDGE, join(this.cniBin, 'bridge'));
+      symlinkSync(join(OUR_BIN, 'host-local'), join(this.cniBin, 'host-local'));
+      symlinkSync(FLANNEL, join(this.cniBin, 'vxlan-flannel'));
+      this.netns(this.ul);
+      this.ip(this.ul, 'link add br0 type bridge');
+      this.ip(this.ul, 'link set br0 up');
+    } catch (err) {
+      void this.cleanup(); // nothing may stay behind when set-up itself fails
+      throw err;
+    }
   }
 
   private netns(name: string): string {
