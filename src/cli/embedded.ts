@@ -12,6 +12,13 @@ export async function runEmbeddedCli(argv: string[]): Promise<void> {
   const source = typeof __CLI_SOURCE__ === 'string' ? __CLI_SOURCE__ : '';
   if (!source) throw new Error('this build has no command line interface');
   const module = { exports: {} as Partial<CliModule> };
-  compileFunction(source, ['module', 'exports', 'require'], { filename: 'cli.js' })(module, module.exports, require);
+  // The same wrapper arguments as a CommonJS module: bundled libraries may use __dirname.
+  compileFunction(source, ['module', 'exports', 'require', '__filename', '__dirname'], { filename: __filename })(
+    module,
+    module.exports,
+    require,
+    __filename,
+    __dirname,
+  );
   await module.exports.main!(argv);
 }

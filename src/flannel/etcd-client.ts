@@ -14,11 +14,6 @@ let loaded: Promise<typeof import('etcd3')> | undefined;
 
 export function loadEtcd3(): Promise<typeof import('etcd3')> {
   loaded ??= (async () => {
-    // The CLI bundle runs inside vm.compileFunction (src/cli/embedded.ts), where
-    // the module wrapper's __dirname does not exist; etcd3 only uses it to build
-    // the .proto paths served below.
-    const g = globalThis as { __dirname?: string };
-    if (typeof __dirname === 'undefined' && g.__dirname === undefined) g.__dirname = '/vxlan-flannel-embedded/lib';
     const protobuf = (await import('protobufjs')) as unknown as { util: { fs: unknown }; default?: { util: { fs: unknown } } };
     const util = protobuf.util ?? protobuf.default?.util;
     util.fs = {
