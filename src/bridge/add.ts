@@ -25,6 +25,7 @@ import { planIpam, callIpam, type IpamPlan } from './ipam';
 import { planAddresses, routeGateway, type AddressPlan, type GatewayAddr } from './plan';
 import { attachmentTags, hostVethName, vlanGatewayName, vlanGatewayPeerName } from './names';
 import { kernelError, masqLabel } from './common';
+import { mark } from './trace';
 
 /** How long `enabledad` waits for IPv6 duplicate address detection. */
 export const DAD_TIMEOUT_MS = 10_000;
@@ -33,6 +34,7 @@ const DAD_POLL_MS = 50;
 type Undo = () => Promise<unknown>;
 
 export async function add(req: Request): Promise<Result> {
+  mark('add');
   const cfg = parseBridgeConfig(req.conf, req.inv.args, 'ADD');
   const { containerId, ifname, netns } = req.inv;
   checkInvocation(ifname, netns);
@@ -59,6 +61,7 @@ export async function add(req: Request): Promise<Result> {
     let dns = cfg.dns;
     if (ipam) {
       const r = (await callIpam(ipam, 'ADD', req))!;
+      mark('ipam');
       // Not when this attachment turns out to exist already: the IPAM then
       // returned the addresses it holds, which must stay with it.
       undo.push(async () => (attachmentExists ? undefined : callIpam(ipam, 'DEL', req)));
@@ -109,6 +112,7 @@ export async function add(req: Request): Promise<Result> {
     if (plan && cfg.isGateway) enableForwarding(plan);
 
     const settled = await Promise.allSettled(tasks);
+    mark('done');
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     const contLink = (settled[0] as PromiseFulfilledResult<IpLink>).value;
@@ -225,6 +229,7 @@ async function setupHost(
     // happens parsing a line, before the veth line has run, so nothing to undo.
     throw kernelError(`setting up bridge "${cfg.bridge}" and veth ${hostVeth}`, e);
   });
+  mark('host');
   const vethMade = res.errors[iVeth] === undefined;
   if (vethMade) undo.push(() => runBatch('ip', [linkDel(hostVeth)]));
 
@@ -311,6 +316,7 @@ async function configureContainer(cfg: BridgeConfig, plan: AddressPlan | undefin
   const lines: Line[] = [];
   if (plan) {
     const v6 = plan.families.has(6);
+    mark('sysctl');
     await setSysctlsIn(netns, [
       ...(cfg.enabledad ? ([[`net/ipv6/conf/${ifname}/enhanced_dad`, '1']] as const) : []),
       [`net/ipv6/conf/${ifname}/accept_dad`, cfg.enabledad ? '1' : '0'],
@@ -327,6 +333,7 @@ async function configureContainer(cfg: BridgeConfig, plan: AddressPlan | undefin
   if (!waitDad) lines.push(...routeLines);
   const iShow = lines.push(showDev(ifname)) - 1;
 
+  mark('container');
   const res = await runBatch('ip', lines, { json: true, details: true, netns });
   failOn(res, lines, `configuring ${ifname} in ${netns}`);
   let link = firstLink(res.outputs[iShow])!;

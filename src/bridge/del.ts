@@ -13,8 +13,10 @@ import { parseBridgeConfig } from './config';
 import { planIpam, callIpam } from './ipam';
 import { attachmentTags, hostVethName } from './names';
 import { kernelError } from './common';
+import { mark } from './trace';
 
 export async function del(req: Request): Promise<void> {
+  mark('del');
   const cfg = parseBridgeConfig(req.conf, req.inv.args, 'DEL');
   const { containerId, ifname, netns } = req.inv;
   const ipam = cfg.ipamType ? planIpam(cfg.ipamType, req.inv.path) : undefined;
@@ -23,7 +25,10 @@ export async function del(req: Request): Promise<void> {
 
   const tasks: Promise<unknown>[] = [
     // The link first, then the addresses: an address is never free while a link still holds it.
-    removeLinks(hostVeth, ifname, netns).then(() => (ipam ? callIpam(ipam, 'DEL', req) : undefined)),
+    removeLinks(hostVeth, ifname, netns).then(() => {
+      mark('links');
+      return ipam ? callIpam(ipam, 'DEL', req).then(() => mark('ipam')) : undefined;
+    }),
   ];
   if (cfg.ipMasq && ipam) {
     tasks.push(

@@ -1,8 +1,12 @@
 // bin/bridge: a CNI plugin when run by a runtime, an operator's CLI otherwise.
 import { runCni } from '../cni/skel';
 import { isCniInvocation } from '../cni/env';
+import { setRunner } from '../iproute/exec';
+import { syncRunner } from '../iproute/sync-runner';
 import { bridgePlugin } from '../bridge/plugin';
 import { runEmbeddedCli } from '../cli/embedded';
 
-if (isCniInvocation(process.env)) void runCni(bridgePlugin);
-else void runEmbeddedCli(process.argv);
+if (isCniInvocation(process.env)) {
+  setRunner(syncRunner);
+  void runCni(bridgePlugin);
+} else void runEmbeddedCli(process.argv);

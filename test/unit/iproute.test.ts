@@ -10,6 +10,7 @@ import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
 import { sysctlArgv } from '../../src/iproute/sysctl';
 import { masqAdd, masqCheck, masqComment, masqDel, masqList, NFT_TABLE } from '../../src/iproute/masq';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
+import { syncRunner } from '../../src/iproute/sync-runner';
 
 let restore: Runner | undefined;
 const calls: { argv: readonly string[]; input?: string }[] = [];
@@ -210,5 +211,17 @@ describe('MAC spoof check', () => {
     expect(calls[1].input).toContain('delete element bridge cni_ts_macspoofchk ports { "vethstale" }');
     expect(calls[1].input).toContain('delete chain bridge cni_ts_macspoofchk port-aaaaaaaa-cccccccccccccccccccc');
     expect(calls[1].input).not.toContain('port-dddddddd');
+  });
+});
+
+describe('syncRunner', () => {
+  it('feeds stdin, collects stdout, stderr and the exit code', async () => {
+    expect(await syncRunner(['cat'], 'hello')).toEqual({ stdout: 'hello', stderr: '', code: 0 });
+    const r = await syncRunner(['sh', '-c', 'echo out; echo err >&2; exit 3']);
+    expect(r).toEqual({ stdout: 'out\n', stderr: 'err\n', code: 3 });
+  });
+
+  it('rejects when the program is not installed (ENOENT, as the async runner does)', async () => {
+    await expect(syncRunner(['no-such-program-cni-ts'])).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });
