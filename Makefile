@@ -38,3 +38,9 @@ bench: build
 
 clean:
 	rm -rf bin
+
+# A guided tour for newcomers (root): one throwaway namespace attached with
+# bridge + host-local, its addresses, routes and a ping, then DEL and cleanup.
+.PHONY: demo
+demo: build
+	bash test/demo/bridge-demo.sh

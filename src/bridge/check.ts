@@ -38,8 +38,10 @@ export async function check(req: Request): Promise<void> {
     );
   }
   const contIf = ifaces[contIdx];
-  const hostVeth = ifaces.find((i) => !i.sandbox && i !== brIf && i.name === hostVethName(containerId, ifname))?.name ?? hostVethName(containerId, ifname);
-  const vethIf = ifaces.find((i) => i.name === hostVeth && !i.sandbox);
+  // The host end as prevResult names it (an attachment made by another bridge
+  // implementation has its own name), else the name ADD derives.
+  const vethIf = ifaces.find((i, k) => k !== contIdx && !i.sandbox && i !== brIf && !i.name.startsWith(`${cfg.bridge}.`));
+  const hostVeth = vethIf?.name ?? hostVethName(containerId, ifname);
 
   const expectIps = (prev.ips ?? []).filter((ip) => ip.interface === undefined || ip.interface === contIdx);
   const tags = attachmentTags(cfg.network, containerId, ifname);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { Json, NetConf, optArray, optBool, optInt, optObject, optString } from '../cni/config';
 import type { CniArgs } from '../cni/args';
+import { atLeast } from '../cni/version';
 import type { DNS } from '../cni/result';
 import type { MasqBackend } from '../iproute/masq';
 import { ifnameProblem, isMulticastMac, normalizeMac } from '../iproute/link';
@@ -101,6 +102,13 @@ export function parseBridgeConfig(conf: NetConf, args: CniArgs, phase: Phase): B
   }
   if (cfg.vlan > 0 && cfg.vlanTrunk.length > 0) {
     throw invalidConfig('fields "vlan" and "vlanTrunk" cannot be set at the same time');
+  }
+  if (!ipamType && !atLeast(cfg.cniVersion, '0.3.0')) {
+    // Checked now, not when printing: by then the attachment would exist.
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      `cniVersion ${cfg.cniVersion} results carry only IP addresses, so they cannot describe an L2-only attachment (no "ipam"); use 0.3.0 or later`,
+    );
   }
   if (cfg.disableContainerInterface && ipamType) {
     throw invalidConfig('field "disableContainerInterface" cannot be used with IPAM (field "ipam.type")');

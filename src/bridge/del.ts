@@ -19,18 +19,19 @@ export async function del(req: Request): Promise<void> {
   mark('del');
   const cfg = parseBridgeConfig(req.conf, req.inv.args, 'DEL');
   const { containerId, ifname, netns } = req.inv;
-  const ipam = cfg.ipamType ? planIpam(cfg.ipamType, req.inv.path) : undefined;
   const tags = attachmentTags(cfg.network, containerId, ifname);
   const hostVeth = hostVethName(containerId, ifname);
 
   const tasks: Promise<unknown>[] = [
     // The link first, then the addresses: an address is never free while a link still holds it.
-    removeLinks(hostVeth, ifname, netns).then(() => {
+    removeLinks(hostVeth, ifname, netns).then(async () => {
       mark('links');
-      return ipam ? callIpam(ipam, 'DEL', req).then(() => mark('ipam')) : undefined;
+      // Looked up only now: a plugin missing from CNI_PATH must not keep the links and rules from going.
+      if (cfg.ipamType) await callIpam(planIpam(cfg.ipamType, req.inv.path), 'DEL', req);
+      mark('ipam');
     }),
   ];
-  if (cfg.ipMasq && ipam) {
+  if (cfg.ipMasq && cfg.ipamType) {
     tasks.push(
       import('../iproute/masq').then(({ masqDel }) =>
         masqDel(cfg.ipMasqBackend, tags.attTag).catch((e) => {

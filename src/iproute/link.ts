@@ -171,23 +171,3 @@ export function firstLink(output: unknown): IpLink | undefined {
 export const linkKind = (l: IpLink | undefined) => l?.linkinfo?.info_kind;
 export const isUp = (l: IpLink) => l.flags.includes('UP');
 export const isPromisc = (l: IpLink) => l.flags.includes('PROMISC');
-
-// Neighbour and FDB entries (used by overlay plugins; `replace` is idempotent).
-
-/** `neigh replace IP lladdr MAC dev DEV nud permanent`. */
-export function neighReplace(ip: string, mac: string, dev: string): Line {
-  return ['neigh', 'replace', ip, 'lladdr', mac, 'dev', dev, 'nud', 'permanent'];
-}
-
-export function neighDel(ip: string, dev: string): Line {
-  return ['neigh', 'del', ip, 'dev', dev];
-}
-
-/** For `bridge -batch`: `fdb replace MAC dev DEV dst IP self permanent`. */
-export function fdbReplace(mac: string, dev: string, dst: string): Line {
-  return ['fdb', 'replace', mac, 'dev', dev, 'dst', dst, 'self', 'permanent'];
-}
-
-export function fdbDel(mac: string, dev: string, dst: string): Line {
-  return ['fdb', 'del', mac, 'dev', dev, 'dst', dst, 'self'];
-}

@@ -338,6 +338,13 @@ describe('config errors change nothing', () => {
     });
   }
 
+  it('an L2-only attachment cannot be described in cniVersion 0.2.0: refused before anything is made', async () => {
+    const r = await cni({ command: 'ADD', conf: base({ cniVersion: '0.2.0', ipam: undefined }) });
+    expect(r.json).toMatchObject({ code: 1 });
+    expect(r.json.msg).toMatch(/L2-only/);
+    expect(kernel.calls).toHaveLength(0);
+  });
+
   it('a bad CNI_ARGS MAC is an environment error', async () => {
     const r = await cni({ command: 'ADD', conf: base(), args: 'MAC=zz' });
     expect(r.json.code).toBe(4);
@@ -379,6 +386,14 @@ describe('DEL', () => {
     kernel.links(netns).set('eth0', { ifindex: 3, name: 'eth0', kind: 'veth', mtu: 1500, mac: '02:00:00:00:00:33', up: true, promisc: false, addrs: [], slave: {}, bridge: {} });
     expect((await cni({ command: 'DEL', conf: base() })).code).toBe(0);
     expect(kernel.links(netns).has('eth0')).toBe(false);
+  });
+
+  it('removes the links even when the IPAM plugin has gone from CNI_PATH, then reports it', async () => {
+    expect((await cni({ command: 'ADD', conf: base() })).code).toBe(0);
+    const r = await cni({ command: 'DEL', conf: base({ ipam: { type: 'gone-ipam' } }) });
+    expect(r.json).toMatchObject({ code: 7 });
+    expect(r.json.msg).toMatch(/gone-ipam/);
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
   });
 
   it('works without CNI_NETNS and with a config that no longer validates', async () => {
@@ -458,6 +473,20 @@ describe('CHECK', () => {
     expect((await cni({ command: 'CHECK', conf })).json.msg).toMatch(/container interface eth0 has MAC 02:12:34:56:78:9a, prevResult says/);
     kernel.links('').delete('brunit0');
     expect((await cni({ command: 'CHECK', conf })).json.msg).toBe('bridge "brunit0" not found');
+  });
+
+  it('checks the host veth prevResult names (an attachment made by another implementation)', async () => {
+    const conf = await added();
+    const veth = hostVethName('c1', 'eth0');
+    const link = kernel.links('').get(veth)!;
+    kernel.links('').delete(veth);
+    link.name = 'vethgo123456';
+    kernel.links('').set('vethgo123456', link);
+    kernel.links(netns).get('eth0')!.peer = { ns: '', name: 'vethgo123456' };
+    const prev = conf.prevResult as { interfaces: { name: string }[] };
+    prev.interfaces[1].name = 'vethgo123456';
+    const r = await cni({ command: 'CHECK', conf });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
   });
 
   it('needs prevResult, and a sandbox that matches CNI_NETNS', async () => {

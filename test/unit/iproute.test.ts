@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { setRunner, type Runner } from '../../src/iproute/exec';
 import { isBatchSafe, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
-import { bridgeAdd, bridgePortSet, fdbReplace, ifnameProblem, linkSet, neighReplace, normalizeMac, randomMac, vethAdd, isMulticastMac } from '../../src/iproute/link';
+import { bridgeAdd, bridgePortSet, ifnameProblem, linkSet, normalizeMac, randomMac, vethAdd, isMulticastMac } from '../../src/iproute/link';
 import { addrAdd, addrReplace } from '../../src/iproute/addr';
 import { routeAppend, routeDstCidr, routeReplace } from '../../src/iproute/route';
 import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
@@ -83,8 +83,6 @@ describe('builders', () => {
     );
     expect(linkSet('br0', { up: true, promisc: true }).join(' ')).toBe('link set dev br0 promisc on up');
     expect(bridgePortSet('v1', { hairpin: true, isolated: false }).join(' ')).toBe('link set dev v1 type bridge_slave hairpin on isolated off');
-    expect(neighReplace('10.0.0.1', '02:00:00:00:00:03', 'flannel.1').join(' ')).toBe('neigh replace 10.0.0.1 lladdr 02:00:00:00:00:03 dev flannel.1 nud permanent');
-    expect(fdbReplace('02:00:00:00:00:03', 'flannel.1', '192.0.2.1').join(' ')).toBe('fdb replace 02:00:00:00:00:03 dev flannel.1 dst 192.0.2.1 self permanent');
   });
 
   it('addresses, routes, VLANs', () => {
