@@ -16,8 +16,11 @@ let chainPath: string;
 beforeAll(() => {
   lab = new Lab('bri');
   cnidrive = join(lab.dir, 'cnidrive');
-  // Debian's Go and libcni; a cold build takes a while, a warm one ~1 s.
-  execFileSync('bash', [join(sharedDir(), 'tools', 'cnidrive', 'build.sh'), cnidrive], { stdio: 'pipe' });
+  // Debian's Go and libcni (a few seconds); the build cache goes with the lab's temp dir.
+  execFileSync('bash', [join(sharedDir(), 'tools', 'cnidrive', 'build.sh'), cnidrive], {
+    stdio: 'pipe',
+    env: { ...process.env, GOCACHE: join(lab.dir, 'gocache') },
+  });
   chainPath = pathWithoutIp6tables();
 }, 300_000);
 
