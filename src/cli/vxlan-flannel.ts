@@ -59,16 +59,18 @@ export async function main(argv: string[]): Promise<void> {
       .description('hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM')
       .option('--iface <dev>', 'underlay interface (default: the default route\'s)')
       .option('--public-ip <ip>', 'address peers reach this node at (default: the interface\'s first IPv4)')
+      .option('--public-ipv6 <ip>', 'IPv6 address peers reach this node at, for an IPv6 or dual-stack overlay (default: the interface\'s first global IPv6)')
       .option('--subnet-file <path>', 'where to write subnet.env', DEFAULT_SUBNET_FILE)
       .option('--ip-masq', 'write FLANNEL_IPMASQ=true (something else masquerades pod traffic; the CNI delegate then does not)', false)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false),
-  ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
+  ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
     const { Daemon } = await import('../flannel/daemon');
     const d = new Daemon({
       iface: o.iface,
       publicIp: o.publicIp,
+      publicIpv6: o.publicIpv6,
       store: storeOptions(o),
       subnetFile: o.subnetFile,
       leaseTtlS: o.leaseTtl,
@@ -104,14 +106,28 @@ export async function main(argv: string[]): Promise<void> {
     network
       .command('set')
       .description('write the network config in flannel\'s schema')
-      .requiredOption('--network <cidr>', 'the overlay, e.g. 10.244.0.0/16')
+      .option('--network <cidr>', 'the IPv4 overlay, e.g. 10.244.0.0/16 (required unless --ipv6-only)')
       .option('--subnet-len <n>', 'prefix length of each node\'s subnet (default 24, or smaller networks split in four)', intArg('--subnet-len', 1, 30))
+      .option('--ipv6-network <cidr>', 'the IPv6 overlay, e.g. fd00:10:244::/56 (EnableIPv6: dual stack, or IPv6 only with --ipv6-only)')
+      .option('--ipv6-subnet-len <n>', 'prefix length of each node\'s IPv6 subnet (default 64)', intArg('--ipv6-subnet-len', 1, 126))
+      .option('--ipv6-only', 'no IPv4 overlay (EnableIPv4 false)', false)
       .option('--vni <n>', 'VXLAN network identifier (default 1)', intArg('--vni', 0, 16777215))
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
       .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
-  ).action(async (o: StoreFlags & { network: string; subnetLen?: number; vni?: number; port?: number; mtu?: number }) => {
+  ).action(async (o: StoreFlags & { network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; ipv6Only: boolean; vni?: number; port?: number; mtu?: number }) => {
     const { formatNetworkConfig } = await import('../flannel/netconfig');
-    const text = formatNetworkConfig({ network: o.network, subnetLen: o.subnetLen, vni: o.vni, port: o.port, mtu: o.mtu });
+    if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
+    if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
+    const text = formatNetworkConfig({
+      network: o.network,
+      subnetLen: o.subnetLen,
+      ...(o.ipv6Only ? { ipv4: false } : {}),
+      ipv6Network: o.ipv6Network,
+      ipv6SubnetLen: o.ipv6SubnetLen,
+      vni: o.vni,
+      port: o.port,
+      mtu: o.mtu,
+    });
     const store = await openStore(storeOptions(o));
     try {
       await store.setConfig(text);
@@ -137,15 +153,23 @@ export async function main(argv: string[]): Promise<void> {
       try {
         const { leases, bad } = await store.list();
         const rows = leases.map((l) => ({
-          subnet: l.subnet.toString(),
-          publicIP: l.attrs.publicIP.toString(),
+          subnet: l.subnet?.toString() ?? null,
+          publicIP: l.attrs.publicIP?.toString() ?? null,
           backendType: l.attrs.backendType,
           vtepMAC: l.attrs.vtepMAC ?? null,
           expiration: l.expiration !== undefined ? new Date(l.expiration).toISOString() : null,
+          ipv6Subnet: l.ipv6Subnet?.toString() ?? null,
+          publicIPv6: l.attrs.publicIPv6?.toString() ?? null,
+          v6VtepMAC: l.attrs.v6VtepMAC ?? null,
         }));
         if (o.json) process.stdout.write(JSON.stringify({ leases: rows, bad }, null, 2) + '\n');
         else {
-          for (const r of rows) process.stdout.write(`${r.subnet}\t${r.publicIP}\t${r.backendType}\t${r.vtepMAC ?? '-'}\t${r.expiration ?? '-'}\n`);
+          const col = (...v: (string | null)[]) => v.filter(Boolean).join(',') || '-';
+          for (const r of rows) {
+            process.stdout.write(
+              `${col(r.subnet, r.ipv6Subnet)}\t${col(r.publicIP, r.publicIPv6)}\t${r.backendType}\t${col(r.vtepMAC, r.v6VtepMAC)}\t${r.expiration ?? '-'}\n`,
+            );
+          }
           for (const b of bad) process.stdout.write(`unreadable ${b.key}: ${b.why}\n`);
         }
       } finally {
@@ -158,14 +182,17 @@ export async function main(argv: string[]): Promise<void> {
     program
       .command('release')
       .description('remove a lease from the store (a node that left without --release-on-exit)')
-      .argument('<subnet>', 'the lease\'s subnet, e.g. 10.244.3.0/24'),
+      .argument('<subnet>', 'the lease\'s subnet, IPv4 or IPv6, e.g. 10.244.3.0/24 or fd00:10:244:3::/64'),
   ).action(async (subnetText: string, o: StoreFlags) => {
     const { Prefix } = await import('../net/ip');
     const subnet = Prefix.parse(subnetText);
-    if (!subnet || subnet.family !== 4 || subnet.hasHostBits) throw new Error(`${JSON.stringify(subnetText)} is not a subnet like 10.244.3.0/24`);
+    if (!subnet || subnet.hasHostBits) throw new Error(`${JSON.stringify(subnetText)} is not a subnet like 10.244.3.0/24 or fd00:10:244:3::/64`);
     const store = await openStore(storeOptions(o));
     try {
-      await store.remove(subnet);
+      // the lease holding it (a dual-stack lease's key names both subnets); none: nothing to do
+      const { leases } = await store.list();
+      const held = leases.find((l) => (subnet.family === 4 ? l.subnet : l.ipv6Subnet)?.toString() === subnet.toString());
+      await store.remove(held ?? (subnet.family === 4 ? { subnet } : { ipv6Subnet: subnet }));
     } finally {
       await store.close();
     }

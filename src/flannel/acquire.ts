@@ -1,16 +1,17 @@
-// Getting this node's subnet: reuse our own lease (same PublicIP), else the
-// subnet of the previous subnet.env if it is free, else a random free one of
-// the pool. Creation is a transaction that fails when the key exists, so two
-// nodes starting at once never share a subnet; a lost race is retried.
-import { Prefix } from '../net/ip';
-import { Lease, LeaseAttrs, encodeAttrs } from './lease';
-import { NetworkConfig, inPool, nthSubnet, poolSize } from './netconfig';
+// Getting this node's subnets: reuse our own lease (same PublicIP, or
+// PublicIPv6 on an IPv6-only overlay), else the subnets of the previous
+// subnet.env where free, else random free ones of the pools. Creation is a
+// transaction that fails when any lease already holds one of the subnets, so
+// two nodes starting at once never share a subnet of either family; a lost
+// race is retried.
+import { IP, Prefix } from '../net/ip';
+import { LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, subnetOf, taken } from './lease';
+import { NetworkConfig, Pool, inPool, nthSubnet, poolSize } from './netconfig';
 import type { LeaseStore } from './store';
 
 export class PoolFullError extends Error {}
 
-export interface Acquired {
-  subnet: Prefix;
+export interface Acquired extends LeaseSubnets {
   /** The lease value as written, for guarded renewals. */
   value: string;
   how: 'reused' | 'previous' | 'new';
@@ -19,61 +20,92 @@ export interface Acquired {
 const MAX_ATTEMPTS = 20;
 const ENUMERATE_LIMIT = 1n << 16n;
 
-function taken(subnet: Prefix, leases: readonly Lease[]): boolean {
-  return leases.some((l) => l.subnet.overlaps(subnet));
-}
 
 /** A random free subnet of the pool, or undefined when every one is leased. */
-export function pickFree(cfg: NetworkConfig, leases: readonly Lease[], random: () => number = Math.random): Prefix | undefined {
-  const size = poolSize(cfg);
+export function pickFree(pool: Pool, leases: readonly LeaseSubnets[], random: () => number = Math.random): Prefix | undefined {
+  const size = poolSize(pool);
   if (size <= ENUMERATE_LIMIT) {
     const free: Prefix[] = [];
     for (let i = 0n; i < size; i++) {
-      const s = nthSubnet(cfg, i);
+      const s = nthSubnet(pool, i);
       if (!taken(s, leases)) free.push(s);
     }
     return free.length ? free[Math.floor(random() * free.length)] : undefined;
   }
   // A huge pool: random probes find a free subnet almost surely; a scan settles the rest.
   for (let i = 0; i < 256; i++) {
-    const s = nthSubnet(cfg, BigInt(Math.floor(random() * Number(size))));
+    const s = nthSubnet(pool, BigInt(Math.floor(random() * Number(size))) % size);
     if (!taken(s, leases)) return s;
   }
   for (let i = 0n; i < size; i++) {
-    const s = nthSubnet(cfg, i);
+    const s = nthSubnet(pool, i);
     if (!taken(s, leases)) return s;
   }
   return undefined;
+}
+
+/** The address a node is known by: its PublicIP, or its PublicIPv6 on an IPv6-only overlay. */
+export function identity(cfg: NetworkConfig, attrs: LeaseAttrs): IP | undefined {
+  return cfg.v4 ? attrs.publicIP : attrs.publicIPv6;
+}
+
+/** Whether a lease has exactly the subnets this config hands out (one per enabled family, from its pool). */
+export function fitsConfig(cfg: NetworkConfig, l: LeaseSubnets): boolean {
+  const fits = (pool: Pool | undefined, s: Prefix | undefined) => (pool ? !!s && inPool(pool, s) : !s);
+  return fits(cfg.v4, l.subnet) && fits(cfg.v6, l.ipv6Subnet);
+}
+
+function poolFull(pool: Pool): PoolFullError {
+  return new PoolFullError(
+    `no free subnet: all ${poolSize(pool)} /${pool.subnetLen} subnets from ${pool.subnetMin} to ${pool.subnetMax} of ${pool.network} are leased`,
+  );
 }
 
 export async function acquireLease(
   store: LeaseStore,
   cfg: NetworkConfig,
   attrs: LeaseAttrs,
-  opts: { previous?: Prefix; ttlS: number; random?: () => number; log?: (msg: string) => void },
+  opts: { previous?: LeaseSubnets; ttlS: number; random?: () => number; log?: (msg: string) => void },
 ): Promise<Acquired> {
   const value = encodeAttrs(attrs);
+  const me = identity(cfg, attrs);
+  let previous = opts.previous;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const { leases } = await store.list();
-    const own = leases.filter((l) => l.attrs.publicIP.equals(attrs.publicIP) && inPool(cfg, l.subnet));
+    const mine = leases.filter((l) => me && identity(cfg, l.attrs)?.equals(me));
+    const own = mine.filter((l) => fitsConfig(cfg, l));
     if (own.length > 0) {
-      if (own.length > 1) opts.log?.(`several leases carry PublicIP ${attrs.publicIP}: ${own.map((l) => l.subnet).join(', ')}; reusing ${own[0].subnet}`);
-      if (await store.renew(own[0].subnet, attrs, opts.ttlS, encodeAttrs(own[0].attrs))) return { subnet: own[0].subnet, value, how: 'reused' };
+      if (own.length > 1) opts.log?.(`several leases carry ${me}: ${own.map(describeSubnets).join(', ')}; reusing ${describeSubnets(own[0])}`);
+      const { subnet, ipv6Subnet } = own[0];
+      if (await store.renew(own[0], attrs, opts.ttlS, encodeAttrs(own[0].attrs))) return { subnet, ipv6Subnet, value, how: 'reused' };
       continue; // changed under us: look again
     }
-    const prev = opts.previous;
-    if (prev && inPool(cfg, prev) && !taken(prev, leases)) {
-      if (await store.create(prev, attrs, opts.ttlS)) return { subnet: prev, value, how: 'previous' };
+    // Our lease from before a config change (IPv6 switched on, other pools): as
+    // flanneld, it goes; unlike flanneld, its subnets are tried first again, so
+    // an IPv4 overlay that gains IPv6 keeps its pods' IPv4 subnet.
+    const stale = mine.find((l) => !fitsConfig(cfg, l));
+    if (stale) {
+      opts.log?.(`lease ${describeSubnets(stale)} of ${me} does not fit the network config: replacing it`);
+      await store.remove(stale);
+      previous = { subnet: stale.subnet ?? previous?.subnet, ipv6Subnet: stale.ipv6Subnet ?? previous?.ipv6Subnet };
       continue;
     }
-    const pick = pickFree(cfg, leases, opts.random);
-    if (!pick) {
-      throw new PoolFullError(
-        `no free subnet: all ${poolSize(cfg)} /${cfg.subnetLen} subnets from ${cfg.subnetMin} to ${cfg.subnetMax} of ${cfg.network} are leased`,
-      );
+    const want: LeaseSubnets = {};
+    let how: Acquired['how'] = 'previous';
+    for (const [family, pool] of [[4, cfg.v4], [6, cfg.v6]] as const) {
+      if (!pool) continue;
+      const prev = previous && subnetOf(previous, family);
+      let pick = prev && inPool(pool, prev) && !taken(prev, leases) ? prev : undefined;
+      if (!pick) {
+        how = 'new';
+        pick = pickFree(pool, leases, opts.random);
+      }
+      if (!pick) throw poolFull(pool);
+      if (family === 4) want.subnet = pick;
+      else want.ipv6Subnet = pick;
     }
-    if (await store.create(pick, attrs, opts.ttlS)) return { subnet: pick, value, how: 'new' };
-    opts.log?.(`subnet ${pick} was taken by another node at the same moment; trying again`);
+    if (await store.create(want, attrs, opts.ttlS)) return { ...want, value, how };
+    opts.log?.(`subnet ${describeSubnets(want)} was taken by another node at the same moment; trying again`);
   }
   throw new Error(`could not acquire a subnet after ${MAX_ATTEMPTS} attempts: other nodes kept taking the same subnets`);
 }

@@ -1,26 +1,32 @@
-// `vxlan-flannel daemon`: holds this node's lease, keeps the VTEP and
+// `vxlan-flannel daemon`: holds this node's lease, keeps the VTEPs and
 // subnet.env in place, and programs every peer's neighbour, FDB entry and
 // route. Changes in the store are programmed as they are seen (etcd watch,
 // file store poll); a periodic full reconcile repairs whatever drifted.
 // When the store is unreachable the overlay is left as it was and the store
 // is retried with backoff; nothing is removed on the word of a store we
 // cannot read.
+//
+// IPv4 runs on flannel.<VNI> (IPv4 underlay), IPv6 on flannel-v6.<VNI> (IPv6
+// underlay), as flanneld does; a dual-stack overlay has both, an IPv6-only one
+// only the second. Everything below is done per family with the same code.
 import { randomBytes } from 'node:crypto';
 import { IP, Prefix } from '../net/ip';
 import { readIfExists, removeFile } from '../util/fs';
-import { Acquired, PoolFullError, acquireLease } from './acquire';
-import { Lease, LeaseAttrs, encodeAttrs } from './lease';
-import { ConfigError, NetworkConfig, parseNetworkConfig } from './netconfig';
-import { applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
+import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
+import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from './lease';
+import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig } from './netconfig';
+import { Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { LeaseStore, StoreOptions, StoreUnavailable, openStore } from './store';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
-import { Underlay, findUnderlay } from './underlay';
-import { ensureVtep, getLink, vtepName, vxlanMismatch, deleteLink } from './vtep';
+import { Underlay, describeUnderlay, findUnderlay } from './underlay';
+import { ensureVtep, getLink, vtep6Name, vtepName, vxlanMismatch, deleteLink } from './vtep';
 import type { VxlanSpec } from '../iproute/vxlan';
 
 export interface DaemonOptions {
   iface?: string;
   publicIp?: string;
+  publicIpv6?: string;
   store: StoreOptions;
   subnetFile: string;
   leaseTtlS: number;
@@ -31,6 +37,10 @@ export interface DaemonOptions {
   netns?: string;
   log?: (msg: string) => void;
 }
+
+/** VXLAN over IPv4 costs 50 bytes (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14); over IPv6, 70. */
+export const ENCAP_OVERHEAD = { 4: 50, 6: 70 } as const;
+const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -43,12 +53,21 @@ export function randomVtepMac(): string {
 /** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, a quarter for short TTLs. */
 export const renewMarginS = (ttlS: number) => Math.min(3600, Math.floor(ttlS / 4));
 
+/** One family of the overlay: its pool, its VTEP and (once leased) this node's subnet. */
+interface Side {
+  family: 4 | 6;
+  pool: Pool;
+  spec: VxlanSpec;
+  subnet: Prefix;
+  publicIP: IP;
+}
+
 export class Daemon {
   private store!: LeaseStore;
   private cfg!: NetworkConfig;
   private underlay!: Underlay;
-  private spec!: VxlanSpec;
-  private subnet!: Prefix;
+  private sides: Side[] = [];
+  private subnets: LeaseSubnets = {};
   private attrs!: LeaseAttrs;
   private leaseValue = '';
   private renewAt = 0;
@@ -89,24 +108,21 @@ export class Daemon {
     }
   }
 
-  private previousSubnet(): Prefix | undefined {
+  /** The subnets of the previous subnet.env (network addresses), tried first. */
+  private previousSubnets(): LeaseSubnets | undefined {
     try {
       const text = readIfExists(this.opts.subnetFile);
       const env = text === undefined ? undefined : parseSubnetEnv(text);
-      return env?.subnet ? Prefix.of(env.subnet.network, env.subnet.length) : undefined;
+      if (!env) return undefined;
+      const net = (p?: Prefix) => (p ? Prefix.of(p.network, p.length) : undefined);
+      return { subnet: net(env.subnet), ipv6Subnet: net(env.ipv6Subnet) };
     } catch {
       return undefined;
     }
   }
 
-  async start(): Promise<void> {
-    const o = this.opts;
-    this.underlay = await findUnderlay({ iface: o.iface, publicIp: o.publicIp }, o.netns);
-    this.log(`underlay ${this.underlay.dev}: local ${this.underlay.localIP}, public ${this.underlay.publicIP}, MTU ${this.underlay.mtu}`);
-    this.store = await openStore(o.store);
-    this.log(`lease store: ${this.store.description}`);
-
-    this.cfg = await this.retry('read the network config', async () => {
+  private async readConfig(): Promise<NetworkConfig> {
+    return this.retry('read the network config', async () => {
       const text = await this.store.getConfig();
       if (text === undefined) {
         throw new Error(`${this.store.description} has no network config; set one with \`vxlan-flannel network set --network CIDR\``);
@@ -118,42 +134,86 @@ export class Daemon {
         throw err;
       }
     });
-    const cfg = this.cfg;
-    const mtu = cfg.mtu ?? this.underlay.mtu - 50;
-    if (mtu < 68) throw new Error(`VTEP MTU ${mtu} is too small (underlay ${this.underlay.dev} MTU ${this.underlay.mtu})`);
-    const name = vtepName(cfg.vni);
-    const base = { name, vni: cfg.vni, local: this.underlay.localIP.toString(), dev: this.underlay.dev, port: cfg.port, mtu };
-    this.log(`network ${cfg.network}, subnets /${cfg.subnetLen} from ${cfg.subnetMin} to ${cfg.subnetMax}, VTEP ${name} port ${cfg.port} MTU ${mtu}`);
+  }
 
-    // The VTEP's MAC is kept: the device's if it is reusable, else the one our lease advertises.
-    const existing = await getLink(name, o.netns);
-    const reusable = existing && !vxlanMismatch(existing, { ...base, mac: existing.mac });
+  async start(): Promise<void> {
+    const o = this.opts;
+    this.underlay = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
+    const ul = this.underlay;
+    this.log(describeUnderlay(ul));
+    this.store = await openStore(o.store);
+    this.log(`lease store: ${this.store.description}`);
+
+    this.cfg = await this.readConfig();
+    const cfg = this.cfg;
+    if (cfg.v4 && !ul.localIP) throw new Error(`the network config enables IPv4 but underlay interface ${ul.dev} has no IPv4 address`);
+    if (cfg.v6 && !ul.localIPv6) {
+      throw new Error(`the network config enables IPv6 but underlay interface ${ul.dev} has no global IPv6 address (add one, or give --iface/--public-ipv6)`);
+    }
+    type Base = Omit<VxlanSpec, 'mac'> & { family: 4 | 6; pool: Pool; publicIP: IP };
+    const bases: Base[] = [];
+    for (const [family, pool] of [[4, cfg.v4], [6, cfg.v6]] as const) {
+      if (!pool) continue;
+      const mtu = cfg.mtu ?? ul.mtu - ENCAP_OVERHEAD[family];
+      const min = family === 4 ? 68 : 1280;
+      if (mtu < min) throw new Error(`IPv${family} VTEP MTU ${mtu} is too small (underlay ${ul.dev} MTU ${ul.mtu}; IPv${family} needs ${min})`);
+      const local = family === 4 ? ul.localIP! : ul.localIPv6!;
+      const publicIP = family === 4 ? ul.publicIP! : ul.publicIPv6!;
+      const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
+      bases.push({ family, pool, publicIP, name, vni: cfg.vni, local: local.toString(), dev: ul.dev, port: cfg.port, mtu });
+    }
+    this.log(`network ${describeNetwork(cfg)}; ${bases.map((b) => `VTEP ${b.name} MTU ${b.mtu}`).join(', ')}, port ${cfg.port}`);
+
+    // Each VTEP's MAC is kept: the device's if it is reusable, else the one our lease advertises.
+    const existing = await Promise.all(bases.map(async (b) => {
+      const link = await getLink(b.name, o.netns);
+      return link && !vxlanMismatch(link, { ...b, mac: link.mac }) ? link.mac : undefined;
+    }));
+    const me = cfg.v4 ? ul.publicIP : ul.publicIPv6;
     const acquired: Acquired = await this.retry('acquire a subnet lease', async () => {
       const { leases } = await this.store.list();
-      const own = leases.find((l) => l.attrs.publicIP.equals(this.underlay.publicIP) && l.attrs.vtepMAC);
-      const mac = reusable ? existing.mac : (own?.attrs.vtepMAC ?? randomVtepMac());
-      this.attrs = { publicIP: this.underlay.publicIP, backendType: 'vxlan', vni: cfg.vni, vtepMAC: mac };
+      const own = leases.find((l) => me && identity(cfg, l.attrs)?.equals(me));
+      const attrs: LeaseAttrs = { backendType: 'vxlan' };
+      if (cfg.v4) Object.assign(attrs, { publicIP: ul.publicIP });
+      if (cfg.v6) Object.assign(attrs, { publicIPv6: ul.publicIPv6 });
+      bases.forEach((b, i) => {
+        if (b.family === 4) Object.assign(attrs, { vni: cfg.vni, vtepMAC: existing[i] ?? own?.attrs.vtepMAC ?? randomVtepMac() });
+        else Object.assign(attrs, { v6Vni: cfg.vni, v6VtepMAC: existing[i] ?? own?.attrs.v6VtepMAC ?? randomVtepMac() });
+      });
+      this.attrs = attrs;
       try {
-        return await acquireLease(this.store, cfg, this.attrs, { previous: this.previousSubnet(), ttlS: o.leaseTtlS, log: this.log });
+        return await acquireLease(this.store, cfg, attrs, { previous: this.previousSubnets(), ttlS: o.leaseTtlS, log: this.log });
       } catch (err) {
         if (err instanceof PoolFullError) throw new Error(`${err.message}; waiting for a lease to be released or to expire`);
         throw err;
       }
     });
-    this.subnet = acquired.subnet;
+    this.subnets = { subnet: acquired.subnet, ipv6Subnet: acquired.ipv6Subnet };
     this.leaseValue = acquired.value;
     this.renewAt = Date.now() + (o.leaseTtlS - renewMarginS(o.leaseTtlS)) * 1000;
-    this.spec = { ...base, mac: this.attrs.vtepMAC! };
-    this.log(`lease ${this.subnet} (${acquired.how}), VtepMAC ${this.spec.mac}`);
+    this.sides = bases.map(({ family, pool, publicIP, ...spec }) => ({
+      family,
+      pool,
+      publicIP,
+      subnet: (family === 4 ? acquired.subnet : acquired.ipv6Subnet)!,
+      spec: { ...spec, mac: (family === 4 ? this.attrs.vtepMAC : this.attrs.v6VtepMAC)! },
+    }));
+    this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
 
+    const created: string[] = [];
     try {
-      const r = await ensureVtep(this.spec, this.subnet.network.toString(), o.netns);
-      if (r.replaced) this.log(`replaced the incompatible ${name}: ${r.replaced}`);
-      else this.log(`${r.created ? 'created' : 'reusing'} VTEP ${name}`);
+      for (const s of this.sides) {
+        const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
+        if (r.created) created.push(s.spec.name);
+        if (r.replaced) this.log(`replaced the incompatible ${s.spec.name}: ${r.replaced}`);
+        else this.log(`${r.created ? 'created' : 'reusing'} VTEP ${s.spec.name}`);
+      }
+      if (cfg.v6) await this.ipv6Forwarding(true);
     } catch (err) {
-      // Nothing half-done: a lease we just took is given back.
-      if (acquired.how !== 'reused') await this.store.remove(this.subnet).catch(() => {});
-      throw new Error(`cannot set up VTEP ${name}: ${(err as Error).message}`);
+      // Nothing half-done: a lease we just took is given back, devices we just made go.
+      for (const name of created) await deleteLink(name, o.netns).catch(() => {});
+      if (acquired.how !== 'reused') await this.store.remove(this.subnets).catch(() => {});
+      throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
     await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.stopWatch = this.store.watch(
@@ -164,17 +224,35 @@ export class Daemon {
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
   }
 
-  private peerCount(): number {
-    return desiredPeers(this.leases, this.self(), this.cfg.network).peers.length;
+  /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */
+  private async ipv6Forwarding(atStart: boolean): Promise<void> {
+    if (this.opts.netns) {
+      if (atStart) await setSysctlsIn(this.opts.netns, [[FORWARDING6, '1']]);
+      return;
+    }
+    if (readSysctl(FORWARDING6) === '1') return;
+    writeSysctl(FORWARDING6, '1');
+    this.log(`IPv6 forwarding was off: set net.ipv6.conf.all.forwarding=1${atStart ? '' : ' again'}`);
   }
 
-  private self() {
-    return { subnet: this.subnet, publicIP: this.underlay.publicIP, vni: this.cfg.vni };
+  private peerCount(): number {
+    return this.sides.reduce((n, s) => n + desiredPeers(this.leases, this.self(s), s.pool.network).peers.length, 0);
+  }
+
+  private self(s: Side): Self {
+    return { subnet: s.subnet, publicIP: s.publicIP, vni: this.cfg.vni };
   }
 
   private subnetEnv(): SubnetEnv {
-    const first = Prefix.of(IP.fromBigInt(4, this.subnet.network.value + 1n), this.subnet.length);
-    return { networks: [this.cfg.network], subnet: first, ipv6Networks: [], mtu: this.spec.mtu, ipMasq: this.opts.ipMasq };
+    const first = (p: Prefix) => Prefix.of(p.network.next(), p.length);
+    const env: SubnetEnv = { networks: [], ipv6Networks: [], ipMasq: this.opts.ipMasq };
+    for (const s of this.sides) {
+      if (s.family === 4) Object.assign(env, { networks: [s.pool.network], subnet: first(s.subnet) });
+      else Object.assign(env, { ipv6Networks: [s.pool.network], ipv6Subnet: first(s.subnet) });
+    }
+    // One MTU for the pods' interfaces: the smaller VTEP's, so packets of either family fit without PMTU discovery.
+    env.mtu = Math.min(...this.sides.map((s) => s.spec.mtu));
+    return env;
   }
 
   private writeSubnetEnv(): void {
@@ -205,21 +283,26 @@ export class Daemon {
       this.logOnce(`cannot expire old leases: ${(err as Error).message}`, 'expire');
     }
     if (Date.now() >= this.renewAt) await this.renew();
+    if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.logOnce(`cannot turn IPv6 forwarding on: ${(err as Error).message}`, 'fwd6'));
     await this.sync('periodic reconcile');
+  }
+
+  private get leaseName(): string {
+    return describeSubnets(this.subnets);
   }
 
   private async renew(): Promise<void> {
     try {
-      const ok = await this.store.renew(this.subnet, this.attrs, this.opts.leaseTtlS, this.leaseValue);
+      const ok = await this.store.renew(this.subnets, this.attrs, this.opts.leaseTtlS, this.leaseValue);
       if (!ok) {
-        this.log(`cannot renew lease ${this.subnet}: it now holds another node's data`);
+        this.log(`cannot renew lease ${this.leaseName}: it now holds another node's data`);
         return;
       }
       this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
       this.reported.forEach((k) => k.startsWith('renew\n') && this.reported.delete(k));
-      this.log(`renewed lease ${this.subnet} for ${this.opts.leaseTtlS} s`);
+      this.log(`renewed lease ${this.leaseName} for ${this.opts.leaseTtlS} s`);
     } catch (err) {
-      this.logOnce(`cannot renew lease ${this.subnet}: ${(err as Error).message}; retrying every ${this.opts.reconcileMs / 1000} s`, 'renew');
+      this.logOnce(`cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${this.opts.reconcileMs / 1000} s`, 'renew');
     }
   }
 
@@ -261,20 +344,32 @@ export class Daemon {
     }
     try {
       if (fresh) await this.checkOwnLease();
-      const r = await ensureVtep(this.spec, this.subnet.network.toString(), o.netns);
-      if (r.created) this.log(`VTEP ${this.spec.name} was missing (${why}): recreated`);
-      if (r.replaced) this.log(`VTEP ${this.spec.name} had been changed (${r.replaced}): replaced`);
-      try {
-        const { peers, skipped } = desiredPeers(this.leases, this.self(), this.cfg.network);
-        for (const s of skipped) this.logOnce(`ignoring ${s}`, `skip ${s.split(':')[0]}`);
-        const plan = planPeers(peers, await readActual(this.spec.name, o.netns), this.spec.name, this.cfg.network);
-        if (plan.changes.length) {
-          await applyPlan(plan, o.netns);
-          for (const c of plan.changes) this.log(`${c} (${why})`);
+      let vtepsUp = true;
+      for (const s of this.sides) {
+        try {
+          const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
+          if (r.created) this.log(`VTEP ${s.spec.name} was missing (${why}): recreated`);
+          if (r.replaced) this.log(`VTEP ${s.spec.name} had been changed (${r.replaced}): replaced`);
+        } catch (err) {
+          vtepsUp = false;
+          this.log(`reconcile failed (${why}): VTEP ${s.spec.name}: ${(err as Error).message}`);
+          continue;
         }
-      } finally {
-        this.writeSubnetEnv(); // the VTEP is up: pods can be attached even if a peer failed to program
+        try {
+          const { peers, skipped } = desiredPeers(this.leases, this.self(s), s.pool.network);
+          // "lease <subnets>: why" — one log line per lease and family until its reason changes
+          for (const m of skipped) this.logOnce(`ignoring ${m}`, `skip${s.family} ${m.split(': ')[0]}`);
+          const plan = planPeers(peers, await readActual(s.spec.name, o.netns, s.family), s.spec.name, s.pool.network);
+          if (plan.changes.length) {
+            await applyPlan(plan, o.netns);
+            for (const c of plan.changes) this.log(`${c} (${why})`);
+          }
+        } catch (err) {
+          this.log(`reconcile failed (${why}): ${s.spec.name} peers: ${(err as Error).message}`);
+        }
       }
+      // the VTEPs are up: pods can be attached even if a peer failed to program
+      if (vtepsUp) this.writeSubnetEnv();
     } catch (err) {
       this.log(`reconcile failed (${why}): ${(err as Error).message}`);
     }
@@ -282,24 +377,29 @@ export class Daemon {
 
   /** Our lease must still be ours: re-created if it vanished (deleted by hand, expired while the store was down). */
   private async checkOwnLease(): Promise<void> {
-    const ours = this.leases.find((l) => l.subnet.toString() === this.subnet.toString());
+    const key = leaseKey(this.subnets);
+    const ours = this.leases.find((l) => leaseKey(l) === key);
     if (ours && encodeAttrs(ours.attrs) === this.leaseValue) return;
-    if (ours && !ours.attrs.publicIP.equals(this.underlay.publicIP)) {
-      this.logOnce(`CONFLICT: subnet ${this.subnet} is now leased by ${ours.attrs.publicIP}; leaving it alone`, 'conflict');
+    const me = identity(this.cfg, this.attrs)!;
+    const holder = ours && identity(this.cfg, ours.attrs);
+    if (ours && !holder?.equals(me)) {
+      this.logOnce(`CONFLICT: subnet ${this.leaseName} is now leased by ${holder ?? ours.attrs.publicIP ?? ours.attrs.publicIPv6}; leaving it alone`, 'conflict');
       return;
     }
     const ok = ours
-      ? await this.store.renew(this.subnet, this.attrs, this.opts.leaseTtlS, encodeAttrs(ours.attrs))
-      : await this.store.create(this.subnet, this.attrs, this.opts.leaseTtlS);
+      ? await this.store.renew(this.subnets, this.attrs, this.opts.leaseTtlS, encodeAttrs(ours.attrs))
+      : await this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS);
     if (ok) {
       this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
-      this.log(`lease ${this.subnet} was ${ours ? 'changed' : 'gone'} in the store: written again`);
+      this.log(`lease ${this.leaseName} was ${ours ? 'changed' : 'gone'} in the store: written again`);
       const { leases } = await this.store.list();
       this.leases = leases;
+    } else if (!ours) {
+      this.logOnce(`CONFLICT: lease ${this.leaseName} is gone from the store and another lease now holds one of its subnets; leaving it alone`, 'conflict');
     }
   }
 
-  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEP and subnet.env. */
+  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -307,20 +407,22 @@ export class Daemon {
     clearTimeout(this.debounce);
     this.stopWatch?.();
     await this.running?.catch(() => {});
-    if (this.opts.releaseOnExit && this.subnet) {
+    if (this.opts.releaseOnExit && this.sides.length) {
       try {
-        await this.store.remove(this.subnet);
-        this.log(`released lease ${this.subnet}`);
+        await this.store.remove(this.subnets);
+        this.log(`released lease ${this.leaseName}`);
       } catch (err) {
-        this.log(`cannot release lease ${this.subnet}: ${(err as Error).message}`);
+        this.log(`cannot release lease ${this.leaseName}: ${(err as Error).message}`);
       }
-      await deleteLink(this.spec.name, this.opts.netns).catch((err) => this.log(`cannot delete ${this.spec.name}: ${(err as Error).message}`));
+      for (const s of this.sides) {
+        await deleteLink(s.spec.name, this.opts.netns).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
+      }
       removeFile(this.opts.subnetFile);
     }
     await this.store?.close();
   }
 
-  get publicIP(): IP {
-    return this.underlay.publicIP;
+  get publicIP(): IP | undefined {
+    return this.underlay.publicIP ?? this.underlay.publicIPv6;
   }
 }

@@ -1,12 +1,13 @@
 // Leases in etcd (v3 API through the etcd3 client), in flannel's exact schema:
 //   <prefix>/config                      the network config JSON
-//   <prefix>/subnets/10.244.1.0-24       the lease JSON, attached to an etcd lease (TTL)
+//   <prefix>/subnets/10.244.1.0-24       the lease JSON, attached to an etcd lease (TTL);
+//                                        10.244.1.0-24&fd00:10:244:1::-64 dual stack,
+//                                        fd00:10:244:1::-64 IPv6 only
 // Loaded only by the daemon and the operator commands (dynamic import): the
 // CNI path never pays for grpc.
 import { readFileSync } from 'node:fs';
 import type { Etcd3 as Etcd3Type, IOptions } from 'etcd3';
-import type { Prefix } from '../net/ip';
-import { Lease, LeaseAttrs, decodeAttrs, encodeAttrs, parseSubnetKey, subnetKey } from './lease';
+import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from './lease';
 import { DEFAULT_PREFIX, LeaseStore, ListResult, StoreOptions, StoreUnavailable } from './store';
 import { loadEtcd3 } from './etcd-client';
 
@@ -59,8 +60,8 @@ export class EtcdStore implements LeaseStore {
     return new EtcdStore(new Etcd3(options), prefix, hosts.join(','));
   }
 
-  private key(subnet: Prefix): string {
-    return `${this.prefix}/subnets/${subnetKey(subnet)}`;
+  private key(subnets: LeaseSubnets): string {
+    return `${this.prefix}/subnets/${leaseKey(subnets)}`;
   }
 
   private async call<T>(fn: () => Promise<T>): Promise<T> {
@@ -79,24 +80,30 @@ export class EtcdStore implements LeaseStore {
     await this.call(() => this.client.put(`${this.prefix}/config`).value(text).exec());
   }
 
-  async list(): Promise<ListResult> {
+  /** Every lease, and the etcd revision the list was read at. */
+  private async listAt(): Promise<ListResult & { revision: string }> {
     const res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
-    const out: ListResult = { leases: [], bad: [] };
+    const out: ListResult & { revision: string } = { leases: [], bad: [], revision: res.header.revision };
     for (const kv of res.kvs) {
       const name = kv.key.toString().slice(this.prefix.length + '/subnets/'.length);
-      const subnet = parseSubnetKey(name);
-      if (!subnet) {
-        out.bad.push({ key: name, why: 'the key is not a subnet like 10.244.1.0-24' });
+      const subnets = parseLeaseKey(name);
+      if (!subnets) {
+        out.bad.push({ key: name, why: 'the key is not a subnet like 10.244.1.0-24 or 10.244.1.0-24&fd00:10:244:1::-64' });
         continue;
       }
       try {
-        const lease: Lease = { subnet, attrs: decodeAttrs(kv.value.toString()) };
+        const lease: Lease = { ...subnets, attrs: decodeAttrs(kv.value.toString()) };
         out.leases.push(lease);
       } catch (err) {
         out.bad.push({ key: name, why: (err as Error).message });
       }
     }
     return out;
+  }
+
+  async list(): Promise<ListResult> {
+    const { leases, bad } = await this.listAt();
+    return { leases, bad };
   }
 
   private async grant(ttlS: number): Promise<string> {
@@ -113,14 +120,28 @@ export class EtcdStore implements LeaseStore {
     }
   }
 
-  async create(subnet: Prefix, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+  /**
+   * The key must not exist, no other key may hold one of our subnets, and no
+   * lease may have been written since we looked (a compare over the whole
+   * subnets/ range: mod_revision of every key ≤ the revision we read at). Two
+   * nodes picking different IPv4 but the same IPv6 subnet at the same moment
+   * write different keys; this makes the second one fail and pick again.
+   */
+  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+    const { leases, revision } = await this.listAt();
+    if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     return this.call(async () => {
       const id = await this.grant(ttlS);
-      const key = this.key(subnet);
-      const res = await this.client
-        .if(key, 'Create', '==', 0)
-        .then(this.client.put(key).value(encodeAttrs(attrs)).lease(id))
-        .commit();
+      const key = this.key(subnets);
+      const rangeStart = Buffer.from(`${this.prefix}/subnets/`);
+      const rangeEnd = Buffer.from(`${this.prefix}/subnets0`); // '/' + 1: every key under subnets/
+      const res = await this.client.kv.txn({
+        compare: [
+          { key: Buffer.from(key), target: 'Create', result: 'Equal', create_revision: 0 },
+          { key: rangeStart, range_end: rangeEnd, target: 'Mod', result: 'Less', mod_revision: (BigInt(revision) + 1n).toString() },
+        ],
+        success: [{ request_put: { key: Buffer.from(key), value: Buffer.from(encodeAttrs(attrs)), lease: id } }],
+      });
       if (!res.succeeded) {
         await this.revoke(id);
         return false;
@@ -130,10 +151,10 @@ export class EtcdStore implements LeaseStore {
     });
   }
 
-  async renew(subnet: Prefix, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
+  async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     return this.call(async () => {
       const id = await this.grant(ttlS);
-      const key = this.key(subnet);
+      const key = this.key(subnets);
       const put = this.client.put(key).value(encodeAttrs(attrs)).lease(id);
       const txn =
         expectedValue === undefined ? this.client.if(key, 'Create', '>', 0) : this.client.if(key, 'Value', '==', expectedValue);
@@ -149,8 +170,8 @@ export class EtcdStore implements LeaseStore {
     });
   }
 
-  async remove(subnet: Prefix): Promise<void> {
-    const key = this.key(subnet);
+  async remove(subnets: LeaseSubnets): Promise<void> {
+    const key = this.key(subnets);
     await this.call(() => this.client.delete().key(key).exec());
     await this.revoke(this.held.get(key));
     this.held.delete(key);

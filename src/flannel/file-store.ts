@@ -3,17 +3,18 @@
 //
 //   <dir>/config                 the network config, the same JSON as <prefix>/config in etcd
 //   <dir>/subnets/10.88.1.0-24   a lease: flannel's lease JSON plus "Expiration" (RFC 3339),
-//                                like flannel's own Lease type; none means it never expires
+//                                like flannel's own Lease type; none means it never expires.
+//                                Named as flannel's etcd keys: 10.88.1.0-24&fd88:0:0:1::-64
+//                                (dual stack), fd88:0:0:1::-64 (IPv6 only)
 //   <dir>/.lock                  proper-lockfile lock held for every change
 //
 // Every change happens under the lock and is written atomically; readers need
 // no lock (they see whole files). Watching is a short poll of the directory.
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import type { Prefix } from '../net/ip';
 import { withLock } from '../ipam/lock';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
-import { Lease, LeaseAttrs, decodeAttrs, encodeAttrs, parseSubnetKey, subnetKey } from './lease';
+import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from './lease';
 import type { LeaseStore, ListResult } from './store';
 
 const LOCK_TIMEOUT_MS = 15_000;
@@ -42,8 +43,8 @@ export class FileStore implements LeaseStore {
   }
 
   private readLease(name: string): { lease?: Lease; raw?: string; why?: string } {
-    const subnet = parseSubnetKey(name);
-    if (!subnet) return { why: 'the file name is not a subnet key like 10.244.1.0-24' };
+    const subnets = parseLeaseKey(name);
+    if (!subnets) return { why: 'the file name is not a subnet key like 10.244.1.0-24 or 10.244.1.0-24&fd00:10:244:1::-64' };
     const raw = readIfExists(join(this.subnetsDir, name));
     if (raw === undefined) return {};
     try {
@@ -54,7 +55,7 @@ export class FileStore implements LeaseStore {
         expiration = Date.parse(exp);
         if (Number.isNaN(expiration)) return { why: `"Expiration" ${JSON.stringify(exp)} is not a time` };
       }
-      return { lease: { subnet, attrs, ...(expiration !== undefined ? { expiration } : {}) }, raw };
+      return { lease: { ...subnets, attrs, ...(expiration !== undefined ? { expiration } : {}) }, raw };
     } catch (err) {
       return { why: (err as Error).message };
     }
@@ -86,28 +87,31 @@ export class FileStore implements LeaseStore {
     return JSON.stringify(obj);
   }
 
-  async create(subnet: Prefix, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
-    return this.locked(() => {
-      const { lease } = this.readLease(subnetKey(subnet));
-      const file = join(this.subnetsDir, subnetKey(subnet));
+  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+    return this.locked(async () => {
+      const { lease } = this.readLease(leaseKey(subnets));
+      const file = join(this.subnetsDir, leaseKey(subnets));
       if (fs.existsSync(file) && !(lease?.expiration !== undefined && lease.expiration <= Date.now())) return false;
+      // another key holding one of our subnets (the other family's half differs, or another length)
+      const { leases } = await this.list();
+      if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
       writeFileAtomic(file, this.encode(attrs, ttlS), { mode: 0o644, durable: true });
       return true;
     });
   }
 
-  async renew(subnet: Prefix, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
+  async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     return this.locked(() => {
-      const { lease } = this.readLease(subnetKey(subnet));
+      const { lease } = this.readLease(leaseKey(subnets));
       const live = lease && (lease.expiration === undefined || lease.expiration > Date.now());
       if (live && expectedValue !== undefined && encodeAttrs(lease.attrs) !== expectedValue) return false;
-      writeFileAtomic(join(this.subnetsDir, subnetKey(subnet)), this.encode(attrs, ttlS), { mode: 0o644, durable: true });
+      writeFileAtomic(join(this.subnetsDir, leaseKey(subnets)), this.encode(attrs, ttlS), { mode: 0o644, durable: true });
       return true;
     });
   }
 
-  async remove(subnet: Prefix): Promise<void> {
-    await this.locked(() => removeFile(join(this.subnetsDir, subnetKey(subnet))));
+  async remove(subnets: LeaseSubnets): Promise<void> {
+    await this.locked(() => removeFile(join(this.subnetsDir, leaseKey(subnets))));
   }
 
   async expire(): Promise<void> {

@@ -1,18 +1,28 @@
 // The overlay's network config (<prefix>/config in etcd), in flannel's schema,
-// with flannel's defaults and checks for SubnetLen, SubnetMin and SubnetMax.
-import { IP, Prefix } from '../net/ip';
+// with flannel's defaults and checks for SubnetLen, SubnetMin and SubnetMax and
+// their IPv6 counterparts (EnableIPv6, IPv6Network, IPv6SubnetLen,
+// IPv6SubnetMin, IPv6SubnetMax; EnableIPv4 false for an IPv6-only overlay).
+import { Family, IP, Prefix } from '../net/ip';
 
 export const DEFAULT_PORT = 8472;
 export const DEFAULT_VNI = 1;
 
-export interface NetworkConfig {
+/** One family's subnet pool: the overlay network and the node subnets it is cut into. */
+export interface Pool {
   network: Prefix;
   subnetLen: number;
   subnetMin: IP;
   subnetMax: IP;
+}
+
+export interface NetworkConfig {
+  /** IPv4 (Network, SubnetLen, ...); undefined when EnableIPv4 is false. */
+  v4?: Pool;
+  /** IPv6 (IPv6Network, IPv6SubnetLen, ...); undefined unless EnableIPv6. */
+  v6?: Pool;
   vni: number;
   port: number;
-  /** Backend.MTU when set; otherwise underlay MTU − 50. */
+  /** Backend.MTU when set; otherwise underlay MTU − 50 (IPv4 VTEP) and − 70 (IPv6 VTEP). */
   mtu?: number;
 }
 
@@ -29,12 +39,76 @@ function intField(obj: Record<string, unknown>, key: string, where: string, min:
   return v;
 }
 
-function ipField(obj: Record<string, unknown>, key: string): IP | undefined {
+function boolField(obj: Record<string, unknown>, key: string): boolean | undefined {
+  const v = obj[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw new ConfigError(`network config field "${key}" must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function ipField(obj: Record<string, unknown>, key: string, family: Family): IP | undefined {
   const v = obj[key];
   if (v === undefined || v === null || v === '') return undefined;
   const ip = typeof v === 'string' ? IP.parse(v) : undefined;
-  if (!ip || ip.family !== 4) throw new ConfigError(`network config field "${key}" must be an IPv4 address, got ${JSON.stringify(v)}`);
+  if (!ip || ip.family !== family) throw new ConfigError(`network config field "${key}" must be an IPv${family} address, got ${JSON.stringify(v)}`);
   return ip;
+}
+
+const subnetSize = (family: Family, len: number) => 1n << BigInt((family === 4 ? 32 : 128) - len);
+
+/** Min and max of a pool: flannel's defaults (skip the first subnet, use the last), or checked explicit values. */
+function bounds(raw: Record<string, unknown>, network: Prefix, subnetLen: number, keys: [string, string]): [IP, IP] {
+  const family = network.family;
+  const size = subnetSize(family, subnetLen);
+  const subnetMin = ipField(raw, keys[0], family) ?? IP.fromBigInt(family, network.network.value + size);
+  const subnetMax = ipField(raw, keys[1], family) ?? IP.fromBigInt(family, network.last.value + 1n - size);
+  for (const [key, ip] of [[keys[0], subnetMin], [keys[1], subnetMax]] as const) {
+    if (!network.contains(ip)) throw new ConfigError(`network config field "${key}" ${ip} is not inside ${family === 4 ? 'Network' : 'IPv6Network'} ${network}`);
+    if (ip.value % size !== 0n) throw new ConfigError(`network config field "${key}" ${ip} is not on a /${subnetLen} boundary`);
+  }
+  if (subnetMin.value > subnetMax.value) throw new ConfigError(`network config: ${keys[0]} ${subnetMin} is above ${keys[1]} ${subnetMax}`);
+  return [subnetMin, subnetMax];
+}
+
+function parseV4(raw: Record<string, unknown>): Pool {
+  if (typeof raw.Network !== 'string') throw new ConfigError('network config field "Network" is missing (an IPv4 CIDR such as 10.244.0.0/16)');
+  const network = Prefix.parse(raw.Network);
+  if (!network || network.family !== 4) throw new ConfigError(`network config field "Network" must be an IPv4 CIDR, got ${JSON.stringify(raw.Network)}`);
+  if (network.hasHostBits) throw new ConfigError(`network config field "Network" ${raw.Network} has host bits set (did you mean ${network}?)`);
+  const ones = network.length;
+  let subnetLen = intField(raw, 'SubnetLen', '', 0, 32) ?? 0;
+  if (subnetLen > 0) {
+    if (subnetLen > 30) throw new ConfigError('network config field "SubnetLen" must be at most 30 (each node needs room for a gateway and pods)');
+    if (subnetLen < ones + 2) throw new ConfigError(`network config: Network ${network} cannot hold four /${subnetLen} subnets (SubnetLen must be at least ${ones + 2})`);
+  } else {
+    if (ones > 28) throw new ConfigError(`network config: Network ${network} is too small (the smallest useful prefix is /28)`);
+    subnetLen = ones <= 22 ? 24 : ones + 2;
+  }
+  // flannel skips the first subnet (it holds the network address); the last one is used
+  const [subnetMin, subnetMax] = bounds(raw, network, subnetLen, ['SubnetMin', 'SubnetMax']);
+  return { network, subnetLen, subnetMin, subnetMax };
+}
+
+function parseV6(raw: Record<string, unknown>): Pool {
+  if (typeof raw.IPv6Network !== 'string') {
+    throw new ConfigError('network config field "IPv6Network" is missing (EnableIPv6 is true; an IPv6 CIDR such as fd00:10:244::/56)');
+  }
+  const network = Prefix.parse(raw.IPv6Network);
+  if (!network || network.family !== 6) throw new ConfigError(`network config field "IPv6Network" must be an IPv6 CIDR, got ${JSON.stringify(raw.IPv6Network)}`);
+  if (network.hasHostBits) throw new ConfigError(`network config field "IPv6Network" ${raw.IPv6Network} has host bits set (did you mean ${network}?)`);
+  const ones = network.length;
+  let subnetLen = intField(raw, 'IPv6SubnetLen', '', 0, 128) ?? 0;
+  if (subnetLen > 0) {
+    if (subnetLen > 126) throw new ConfigError('network config field "IPv6SubnetLen" must be at most 126 (each node needs room for a gateway and pods)');
+    if (subnetLen < ones + 2) {
+      throw new ConfigError(`network config: IPv6Network ${network} cannot hold four /${subnetLen} subnets (IPv6SubnetLen must be at least ${ones + 2})`);
+    }
+  } else {
+    if (ones > 124) throw new ConfigError(`network config: IPv6Network ${network} is too small (the smallest useful prefix is /124)`);
+    subnetLen = ones <= 62 ? 64 : ones + 2; // flannel's default: /64 per node
+  }
+  const [subnetMin, subnetMax] = bounds(raw, network, subnetLen, ['IPv6SubnetMin', 'IPv6SubnetMax']);
+  return { network, subnetLen, subnetMin, subnetMax };
 }
 
 /** Parses and checks flannel's network config JSON text, filling in flannel's defaults. */
@@ -46,34 +120,15 @@ export function parseNetworkConfig(text: string): NetworkConfig {
     throw new ConfigError(`network config is not JSON: ${(err as Error).message}`);
   }
   if (!isObject(raw)) throw new ConfigError('network config must be a JSON object');
-  if (raw.EnableIPv6 === true || raw.IPv6Network !== undefined) {
-    throw new ConfigError('network config: IPv6 overlays (EnableIPv6, IPv6Network) are not supported by vxlan-flannel yet');
+  const enableIPv4 = boolField(raw, 'EnableIPv4') ?? true; // flannel's default
+  const enableIPv6 = boolField(raw, 'EnableIPv6') ?? false;
+  if (!enableIPv4 && !enableIPv6) throw new ConfigError('network config: EnableIPv4 and EnableIPv6 are both false: no overlay to run');
+  if (raw.Networks !== undefined || raw.IPv6Networks !== undefined) {
+    throw new ConfigError('network config fields "Networks"/"IPv6Networks" (several networks) are not supported by vxlan-flannel: use "Network"/"IPv6Network"');
   }
-  if (raw.EnableIPv4 === false) throw new ConfigError('network config: EnableIPv4 false (IPv6-only) is not supported');
-  if (typeof raw.Network !== 'string') throw new ConfigError('network config field "Network" is missing (an IPv4 CIDR such as 10.244.0.0/16)');
-  const network = Prefix.parse(raw.Network);
-  if (!network || network.family !== 4) throw new ConfigError(`network config field "Network" must be an IPv4 CIDR, got ${JSON.stringify(raw.Network)}`);
-  if (network.hasHostBits) throw new ConfigError(`network config field "Network" ${raw.Network} has host bits set (did you mean ${network}?)`);
-  const ones = network.length;
-
-  let subnetLen = intField(raw, 'SubnetLen', '', 0, 32) ?? 0;
-  if (subnetLen > 0) {
-    if (subnetLen > 30) throw new ConfigError('network config field "SubnetLen" must be at most 30 (each node needs room for a gateway and pods)');
-    if (subnetLen < ones + 2) throw new ConfigError(`network config: Network ${network} cannot hold four /${subnetLen} subnets (SubnetLen must be at least ${ones + 2})`);
-  } else {
-    if (ones > 28) throw new ConfigError(`network config: Network ${network} is too small (the smallest useful prefix is /28)`);
-    subnetLen = ones <= 22 ? 24 : ones + 2;
-  }
-  const size = 1n << BigInt(32 - subnetLen);
-  const mask = ~(size - 1n) & 0xffffffffn;
-  // flannel skips the first subnet (it holds the network address); the last one is used
-  let subnetMin = ipField(raw, 'SubnetMin') ?? IP.fromBigInt(4, network.network.value + size);
-  let subnetMax = ipField(raw, 'SubnetMax') ?? IP.fromBigInt(4, network.last.value + 1n - size);
-  for (const [key, ip] of [['SubnetMin', subnetMin], ['SubnetMax', subnetMax]] as const) {
-    if (!network.contains(ip)) throw new ConfigError(`network config field "${key}" ${ip} is not inside Network ${network}`);
-    if ((ip.value & mask) !== ip.value) throw new ConfigError(`network config field "${key}" ${ip} is not on a /${subnetLen} boundary`);
-  }
-  if (subnetMin.value > subnetMax.value) throw new ConfigError(`network config: SubnetMin ${subnetMin} is above SubnetMax ${subnetMax}`);
+  // As flanneld: IPv6Network without EnableIPv6 (and Network with EnableIPv4 false) is not used, nor checked.
+  const v4 = enableIPv4 ? parseV4(raw) : undefined;
+  const v6 = enableIPv6 ? parseV6(raw) : undefined;
 
   let vni = DEFAULT_VNI;
   let port = DEFAULT_PORT;
@@ -87,44 +142,80 @@ export function parseNetworkConfig(text: string): NetworkConfig {
     vni = intField(b, 'VNI', 'Backend.', 0, 0xffffff) ?? DEFAULT_VNI;
     const p = intField(b, 'Port', 'Backend.', 0, 65535);
     if (p) port = p; // 0 means the default, as in flannel
-    mtu = intField(b, 'MTU', 'Backend.', 68, 65535);
+    mtu = intField(b, 'MTU', 'Backend.', v6 ? 1280 : 68, 65535);
     for (const key of ['GBP', 'DirectRouting', 'Learning']) {
       if (b[key] === true) throw new ConfigError(`network config field "Backend.${key}" is not supported by vxlan-flannel`);
     }
   }
-  return { network, subnetLen, subnetMin, subnetMax, vni, port, ...(mtu !== undefined ? { mtu } : {}) };
+  return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}), vni, port, ...(mtu !== undefined ? { mtu } : {}) };
+}
+
+export interface NetworkConfigOptions {
+  /** IPv4 overlay; absent with ipv4 false. */
+  network?: string;
+  subnetLen?: number;
+  /** false: IPv6-only (EnableIPv4 false). */
+  ipv4?: boolean;
+  ipv6Network?: string;
+  ipv6SubnetLen?: number;
+  vni?: number;
+  port?: number;
+  mtu?: number;
 }
 
 /** The config JSON `network set` writes, in flannel's field names. */
-export function formatNetworkConfig(opts: { network: string; subnetLen?: number; vni?: number; port?: number; mtu?: number }): string {
+export function formatNetworkConfig(opts: NetworkConfigOptions): string {
   const backend: Record<string, unknown> = { Type: 'vxlan' };
   if (opts.vni !== undefined) backend.VNI = opts.vni;
   if (opts.port !== undefined) backend.Port = opts.port;
   if (opts.mtu !== undefined) backend.MTU = opts.mtu;
-  const obj: Record<string, unknown> = { Network: opts.network };
-  if (opts.subnetLen !== undefined) obj.SubnetLen = opts.subnetLen;
+  const obj: Record<string, unknown> = {};
+  if (opts.ipv4 === false) obj.EnableIPv4 = false;
+  else {
+    if (opts.network === undefined) throw new ConfigError('--network is required (unless the overlay is IPv6-only)');
+    obj.Network = opts.network;
+    if (opts.subnetLen !== undefined) obj.SubnetLen = opts.subnetLen;
+  }
+  if (opts.ipv6Network !== undefined) {
+    obj.EnableIPv6 = true;
+    obj.IPv6Network = opts.ipv6Network;
+    if (opts.ipv6SubnetLen !== undefined) obj.IPv6SubnetLen = opts.ipv6SubnetLen;
+  } else if (opts.ipv6SubnetLen !== undefined) {
+    throw new ConfigError('--ipv6-subnet-len needs --ipv6-network');
+  }
   obj.Backend = backend;
   const text = JSON.stringify(obj);
   parseNetworkConfig(text); // refuse to write what the daemon would refuse to read
   return text;
 }
 
-/** Every candidate subnet of the pool, as network addresses. */
-export function poolSize(cfg: NetworkConfig): bigint {
-  return (cfg.subnetMax.value - cfg.subnetMin.value) / (1n << BigInt(32 - cfg.subnetLen)) + 1n;
+const poolStep = (pool: Pool) => subnetSize(pool.network.family, pool.subnetLen);
+
+/** How many subnets the pool holds. */
+export function poolSize(pool: Pool): bigint {
+  return (pool.subnetMax.value - pool.subnetMin.value) / poolStep(pool) + 1n;
 }
 
-export function nthSubnet(cfg: NetworkConfig, n: bigint): Prefix {
-  return Prefix.of(IP.fromBigInt(4, cfg.subnetMin.value + n * (1n << BigInt(32 - cfg.subnetLen))), cfg.subnetLen);
+/** The pool's n-th subnet (from 0). */
+export function nthSubnet(pool: Pool, n: bigint): Prefix {
+  return Prefix.of(IP.fromBigInt(pool.network.family, pool.subnetMin.value + n * poolStep(pool)), pool.subnetLen);
 }
 
-/** Whether `subnet` is one this config could hand out. */
-export function inPool(cfg: NetworkConfig, subnet: Prefix): boolean {
+/** Whether `subnet` is one this pool could hand out. */
+export function inPool(pool: Pool, subnet: Prefix): boolean {
   return (
-    subnet.family === 4 &&
-    subnet.length === cfg.subnetLen &&
+    subnet.family === pool.network.family &&
+    subnet.length === pool.subnetLen &&
     !subnet.hasHostBits &&
-    subnet.network.value >= cfg.subnetMin.value &&
-    subnet.network.value <= cfg.subnetMax.value
+    subnet.network.value >= pool.subnetMin.value &&
+    subnet.network.value <= pool.subnetMax.value
   );
+}
+
+/** For log lines: "10.244.0.0/16 (/24 per node) + fd00:10:244::/56 (/64 per node)". */
+export function describeNetwork(cfg: NetworkConfig): string {
+  return [cfg.v4, cfg.v6]
+    .filter((p): p is Pool => !!p)
+    .map((p) => `${p.network}, subnets /${p.subnetLen} from ${p.subnetMin} to ${p.subnetMax}`)
+    .join('; ');
 }

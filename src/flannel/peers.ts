@@ -1,12 +1,14 @@
-// Peers on the VTEP: what the leases say should be there (neighbour, FDB,
+// Peers on a VTEP: what the leases say should be there (neighbour, FDB,
 // route per peer), what the kernel has, and the commands that turn one into
 // the other. Planning is a pure function; applying it is three batched execs.
+// One family at a time: flannel.<VNI> carries IPv4 (BackendData, PublicIP),
+// flannel-v6.<VNI> IPv6 (BackendV6Data, PublicIPv6); the same code serves both.
 import { IP, Prefix } from '../net/ip';
 import { batch } from '../iproute/exec';
 import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../iproute/fdb';
 import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../iproute/neigh';
 import { RouteEntry, listRoutes, routeDel, routeReplaceOnlink } from '../iproute/vxlan';
-import type { Lease } from './lease';
+import { Lease, describeSubnets, subnetOf } from './lease';
 
 export interface Peer {
   subnet: Prefix;
@@ -34,47 +36,68 @@ export interface Plan {
 }
 
 export interface Self {
+  /** This node's subnet of the family being planned. */
   subnet: Prefix;
   /** Unknown when this node's lease is missing (status). */
   publicIP?: IP;
   vni: number;
 }
 
-/** The peers a set of leases asks for; skips ours, other backends and leases we cannot use (with why). */
+/**
+ * The peers of `network`'s family a set of leases asks for; skips ours, other
+ * backends and leases we cannot use, saying why ("lease <subnets>: <why>").
+ */
 export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix): { peers: Peer[]; skipped: string[] } {
   const peers: Peer[] = [];
   const skipped: string[] = [];
+  const v6 = network.family === 6;
+  const data = v6 ? 'BackendV6Data' : 'BackendData';
   for (const l of leases) {
-    const what = `lease ${l.subnet}`;
-    if (l.subnet.toString() === self.subnet.toString()) continue;
+    const what = `lease ${describeSubnets(l)}`;
+    const subnet = subnetOf(l, network.family);
+    if (subnet && subnet.toString() === self.subnet.toString()) continue;
     if (l.attrs.backendType !== 'vxlan') {
       skipped.push(`${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`);
       continue;
     }
-    if (!l.attrs.vtepMAC) {
-      skipped.push(`${what}: no BackendData.VtepMAC`);
+    if (!subnet) {
+      skipped.push(`${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`);
       continue;
     }
-    if (l.attrs.vni !== undefined && l.attrs.vni !== self.vni) {
-      skipped.push(`${what}: VNI ${l.attrs.vni} is not ours (${self.vni})`);
+    const mac = v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC;
+    const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
+    const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
+    if (!mac) {
+      skipped.push(`${what}: no ${data}.VtepMAC`);
       continue;
     }
-    if (self.publicIP && l.attrs.publicIP.equals(self.publicIP)) {
-      skipped.push(`${what}: PublicIP ${l.attrs.publicIP} is this node's (a stale lease of ours?)`);
+    if (vni !== undefined && vni !== self.vni) {
+      skipped.push(`${what}: ${data}.VNI ${vni} is not ours (${self.vni})`);
       continue;
     }
-    if (!network.contains(l.subnet.network) || l.subnet.length < network.length) {
+    if (!publicIP) {
+      skipped.push(`${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`);
+      continue;
+    }
+    if (self.publicIP && publicIP.equals(self.publicIP)) {
+      skipped.push(`${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`);
+      continue;
+    }
+    if (!network.contains(subnet.network) || subnet.length < network.length) {
       skipped.push(`${what}: outside the network ${network}`);
       continue;
     }
-    if (network.contains(self.subnet.network) && (l.subnet.contains(self.subnet.network) || self.subnet.contains(l.subnet.network))) {
+    if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) {
       skipped.push(`${what}: overlaps this node's subnet ${self.subnet}`);
       continue;
     }
-    peers.push({ subnet: l.subnet, vtepIP: l.subnet.network.toString(), mac: l.attrs.vtepMAC, publicIP: l.attrs.publicIP.toString() });
+    peers.push({ subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() });
   }
   return { peers, skipped };
 }
+
+/** iproute2 prints addresses as inet_ntop does; ours are RFC 5952. Compare them parsed. */
+const norm = (addr: string | undefined): string | undefined => (addr === undefined ? undefined : (IP.parse(addr)?.toString() ?? addr));
 
 /** The commands that make `actual` match `peers` on `dev`; nothing when it already does. */
 export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, network: Prefix): Plan {
@@ -83,16 +106,19 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
   const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
 
-  // Stale routes: anything in the overlay network on the VTEP that no peer asks for.
+  const hostLen = network.family === 4 ? 32 : 128;
+  // Stale routes: anything in the overlay network on the VTEP that no peer asks
+  // for (but not the kernel's route to the VTEP's own IPv6 address).
   for (const r of actual.routes) {
-    const dst = r.dst.includes('/') ? r.dst : `${r.dst}/32`;
+    if (r.protocol === 'kernel') continue;
+    const dst = r.dst.includes('/') ? r.dst : `${r.dst}/${hostLen}`;
     const p = Prefix.parse(dst);
     if (!p || !network.contains(p.network) || wantRoute.has(p.toString())) continue;
     plan.ipFirst.push(routeDel(dst, dev));
     plan.changes.push(`route ${dst}: removed (no lease)`);
   }
   for (const p of peers) {
-    const n = actual.neigh.find((e) => e.dst === p.vtepIP);
+    const n = actual.neigh.find((e) => norm(e.dst) === p.vtepIP);
     if (n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac) continue;
     plan.ipFirst.push(neighReplace(p.vtepIP, p.mac, dev));
     plan.changes.push(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`);
@@ -100,7 +126,7 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
 
   for (const p of peers) {
     const entries = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
-    if (entries.length === 1 && entries[0].dst === p.publicIP && entries[0].state === 'permanent') continue;
+    if (entries.length === 1 && norm(entries[0].dst) === p.publicIP && entries[0].state === 'permanent') continue;
     // `replace` rewrites a MAC's one remote in place; extra remotes (appended by hand) go first.
     if (entries.length > 1) for (const e of entries) plan.bridge.push(fdbDel(e.mac, e.dst!, dev));
     plan.bridge.push(fdbReplace(p.mac, p.publicIP, dev));
@@ -115,21 +141,21 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
 
   for (const p of peers) {
     const dst = p.subnet.toString();
-    const r = actual.routes.find((e) => e.dst === dst);
-    if (r && r.gateway === p.vtepIP && r.flags?.includes('onlink')) continue;
+    const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
+    if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
     plan.ipLast.push(routeReplaceOnlink(dst, p.vtepIP, dev));
     plan.changes.push(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`);
   }
   for (const n of actual.neigh) {
-    if (!isPermanent(n) || wantNeigh.has(n.dst)) continue;
+    if (!isPermanent(n) || wantNeigh.has(norm(n.dst)!)) continue;
     plan.ipLast.push(neighDel(n.dst, dev));
     plan.changes.push(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
   }
   return plan;
 }
 
-export async function readActual(dev: string, netns?: string): Promise<Actual> {
-  const [neigh, fdb, routes] = await Promise.all([listNeigh(dev, netns), listFdb(dev, netns), listRoutes(dev, netns)]);
+export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4): Promise<Actual> {
+  const [neigh, fdb, routes] = await Promise.all([listNeigh(dev, netns, family), listFdb(dev, netns), listRoutes(dev, netns, family)]);
   return { neigh, fdb, routes };
 }
 

@@ -1,14 +1,16 @@
-// `vxlan-flannel status`: this node's lease and VTEP, and for every peer
-// whether its neighbour, FDB entry and route are in place.
+// `vxlan-flannel status`: this node's lease and VTEPs, and for every peer
+// whether its neighbour, FDB entry and route are in place (IPv4 peers on
+// flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>).
 import { readIfExists } from '../util/fs';
 import type { LinkState } from '../iproute/vxlan';
 import { isPermanent } from '../iproute/neigh';
-import { Prefix } from '../net/ip';
+import { IP, Prefix } from '../net/ip';
+import { LeaseSubnets, describeSubnets, leaseKey } from './lease';
 import { parseNetworkConfig } from './netconfig';
 import { desiredPeers, readActual } from './peers';
 import type { LeaseStore } from './store';
 import { parseSubnetEnv } from './subnet-env';
-import { getLink, vtepName } from './vtep';
+import { getLink, vtep6Name, vtepName } from './vtep';
 
 export interface PeerStatus {
   subnet: string;
@@ -19,97 +21,152 @@ export interface PeerStatus {
   route: boolean;
 }
 
+export interface VtepStatus {
+  name: string;
+  present: boolean;
+  up?: boolean;
+  mtu?: number;
+  mac?: string;
+  address?: boolean;
+}
+
 export interface StatusReport {
   store: string;
-  network?: { network: string; subnetLen: number; vni: number; port: number };
-  lease?: { subnet: string; publicIP?: string; vtepMAC?: string; inStore: boolean };
-  vtep?: { name: string; present: boolean; up?: boolean; mtu?: number; mac?: string; address?: boolean };
+  network?: { network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; vni: number; port: number };
+  lease?: {
+    subnet?: string;
+    ipv6Subnet?: string;
+    publicIP?: string;
+    publicIPv6?: string;
+    vtepMAC?: string;
+    v6VtepMAC?: string;
+    inStore: boolean;
+  };
+  /** flannel.<VNI> (IPv4). */
+  vtep?: VtepStatus;
+  /** flannel-v6.<VNI> (IPv6). */
+  vtep6?: VtepStatus;
+  /** IPv4 peers. */
   peers: PeerStatus[];
+  ipv6Peers: PeerStatus[];
   ignored: string[];
   problems: string[];
 }
 
+const same = (a: string | undefined, b: string) => a !== undefined && (IP.parse(a)?.toString() ?? a) === b;
+
 export async function collectStatus(store: LeaseStore, subnetFile: string, netns?: string): Promise<StatusReport> {
-  const report: StatusReport = { store: store.description, peers: [], ignored: [], problems: [] };
+  const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [] };
   const cfgText = await store.getConfig();
   if (cfgText === undefined) {
     report.problems.push('no network config in the store');
     return report;
   }
   const cfg = parseNetworkConfig(cfgText);
-  report.network = { network: cfg.network.toString(), subnetLen: cfg.subnetLen, vni: cfg.vni, port: cfg.port };
+  report.network = {
+    ...(cfg.v4 ? { network: cfg.v4.network.toString(), subnetLen: cfg.v4.subnetLen } : {}),
+    ...(cfg.v6 ? { ipv6Network: cfg.v6.network.toString(), ipv6SubnetLen: cfg.v6.subnetLen } : {}),
+    vni: cfg.vni,
+    port: cfg.port,
+  };
   const envText = readIfExists(subnetFile);
   const env = envText === undefined ? undefined : parseSubnetEnv(envText);
-  if (!env?.subnet) {
-    report.problems.push(`${subnetFile} ${envText === undefined ? 'does not exist' : 'has no FLANNEL_SUBNET'}: this node holds no lease`);
+  const net = (p?: Prefix) => (p ? Prefix.of(p.network, p.length) : undefined);
+  const mine: LeaseSubnets = { subnet: cfg.v4 ? net(env?.subnet) : undefined, ipv6Subnet: cfg.v6 ? net(env?.ipv6Subnet) : undefined };
+  if ((cfg.v4 && !mine.subnet) || (cfg.v6 && !mine.ipv6Subnet)) {
+    const key = cfg.v4 && !mine.subnet ? 'FLANNEL_SUBNET' : 'FLANNEL_IPV6_SUBNET';
+    report.problems.push(`${subnetFile} ${envText === undefined ? 'does not exist' : `has no ${key}`}: this node holds no lease`);
     return report;
   }
-  const subnet = env.subnet;
   const { leases } = await store.list();
-  const own = leases.find((l) => l.subnet.toString() === subnet.toString());
+  const own = leases.find((l) => leaseKey(l) === leaseKey(mine));
+  const a = own?.attrs;
   report.lease = {
-    subnet: subnet.toString(),
+    ...(mine.subnet ? { subnet: mine.subnet.toString() } : {}),
+    ...(mine.ipv6Subnet ? { ipv6Subnet: mine.ipv6Subnet.toString() } : {}),
     inStore: !!own,
-    ...(own ? { publicIP: own.attrs.publicIP.toString(), ...(own.attrs.vtepMAC ? { vtepMAC: own.attrs.vtepMAC } : {}) } : {}),
+    ...(a?.publicIP ? { publicIP: a.publicIP.toString() } : {}),
+    ...(a?.publicIPv6 ? { publicIPv6: a.publicIPv6.toString() } : {}),
+    ...(a?.vtepMAC ? { vtepMAC: a.vtepMAC } : {}),
+    ...(a?.v6VtepMAC ? { v6VtepMAC: a.v6VtepMAC } : {}),
   };
-  if (!own) report.problems.push(`lease ${subnet} is not in the store`);
+  if (!own) report.problems.push(`lease ${describeSubnets(mine)} is not in the store`);
 
-  const name = vtepName(cfg.vni);
-  const link: LinkState | undefined = await getLink(name, netns);
-  const want = `${subnet.network}`;
-  report.vtep = { name, present: !!link };
-  if (!link) {
-    report.problems.push(`VTEP ${name} does not exist`);
-    return report;
-  }
-  const hasAddr = link.addrs.some((a) => a.family === 'inet' && a.local === want && a.prefixlen === 32);
-  report.vtep = { name, present: true, up: link.up, mtu: link.mtu, mac: link.mac, address: hasAddr };
-  if (!link.up) report.problems.push(`VTEP ${name} is down`);
-  if (!hasAddr) report.problems.push(`VTEP ${name} lacks ${want}/32`);
-  if (own?.attrs.vtepMAC && own.attrs.vtepMAC !== link.mac) report.problems.push(`VTEP MAC ${link.mac} is not the lease's VtepMAC ${own.attrs.vtepMAC}`);
+  for (const family of [4, 6] as const) {
+    const pool = family === 4 ? cfg.v4 : cfg.v6;
+    const subnet = family === 4 ? mine.subnet : mine.ipv6Subnet;
+    if (!pool || !subnet) continue;
+    const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
+    const link: LinkState | undefined = await getLink(name, netns);
+    const want = subnet.network.toString();
+    const hostLen = family === 4 ? 32 : 128;
+    let vtep: VtepStatus = { name, present: !!link };
+    if (link) {
+      const hasAddr = link.addrs.some((x) => x.family === (family === 4 ? 'inet' : 'inet6') && same(x.local, want) && x.prefixlen === hostLen);
+      vtep = { name, present: true, up: link.up, mtu: link.mtu, mac: link.mac, address: hasAddr };
+      if (!link.up) report.problems.push(`VTEP ${name} is down`);
+      if (!hasAddr) report.problems.push(`VTEP ${name} lacks ${want}/${hostLen}`);
+      const leaseMac = family === 4 ? a?.vtepMAC : a?.v6VtepMAC;
+      if (leaseMac && leaseMac !== link.mac) report.problems.push(`VTEP ${name} MAC ${link.mac} is not the lease's ${family === 4 ? 'BackendData' : 'BackendV6Data'}.VtepMAC ${leaseMac}`);
+    } else {
+      report.problems.push(`VTEP ${name} does not exist`);
+    }
+    if (family === 4) report.vtep = vtep;
+    else report.vtep6 = vtep;
+    if (!link) continue;
 
-  const self = { subnet: Prefix.of(subnet.network, subnet.length), publicIP: own?.attrs.publicIP, vni: cfg.vni };
-  const { peers, skipped } = desiredPeers(leases, self, cfg.network);
-  report.ignored = skipped;
-  const actual = await readActual(name, netns);
-  for (const p of peers) {
-    const n = actual.neigh.find((e) => e.dst === p.vtepIP);
-    const f = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
-    const r = actual.routes.find((e) => e.dst === p.subnet.toString());
-    const st: PeerStatus = {
-      subnet: p.subnet.toString(),
-      publicIP: p.publicIP,
-      vtepMAC: p.mac,
-      neigh: !!n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac,
-      fdb: f.length === 1 && f[0].dst === p.publicIP,
-      route: !!r && r.gateway === p.vtepIP && !!r.flags?.includes('onlink'),
-    };
-    for (const k of ['neigh', 'fdb', 'route'] as const) if (!st[k]) report.problems.push(`peer ${st.subnet}: ${k} missing or wrong`);
-    report.peers.push(st);
+    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni };
+    const { peers, skipped } = desiredPeers(leases, self, pool.network);
+    report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
+    const actual = await readActual(name, netns, family);
+    for (const p of peers) {
+      const n = actual.neigh.find((e) => same(e.dst, p.vtepIP));
+      const f = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
+      const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === p.subnet.toString());
+      const st: PeerStatus = {
+        subnet: p.subnet.toString(),
+        publicIP: p.publicIP,
+        vtepMAC: p.mac,
+        neigh: !!n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac,
+        fdb: f.length === 1 && same(f[0].dst, p.publicIP),
+        route: !!r && same(r.gateway, p.vtepIP) && !!r.flags?.includes('onlink'),
+      };
+      for (const k of ['neigh', 'fdb', 'route'] as const) if (!st[k]) report.problems.push(`peer ${st.subnet}: ${k} missing or wrong`);
+      (family === 4 ? report.peers : report.ipv6Peers).push(st);
+    }
   }
   return report;
 }
 
 export function formatStatus(r: StatusReport): string {
   const lines: string[] = [`store:   ${r.store}`];
-  if (r.network) lines.push(`network: ${r.network.network} (/${r.network.subnetLen} per node, VNI ${r.network.vni}, port ${r.network.port})`);
+  if (r.network) {
+    const nets: string[] = [];
+    if (r.network.network) nets.push(`${r.network.network} (/${r.network.subnetLen} per node)`);
+    if (r.network.ipv6Network) nets.push(`${r.network.ipv6Network} (/${r.network.ipv6SubnetLen} per node)`);
+    lines.push(`network: ${nets.join(' + ')}, VNI ${r.network.vni}, port ${r.network.port}`);
+  }
   if (r.lease) {
+    const l = r.lease;
+    const subnets = [l.subnet, l.ipv6Subnet].filter(Boolean).join(' + ');
+    const pub = [l.publicIP, l.publicIPv6].filter(Boolean).join(', ');
+    const macs = [l.vtepMAC, l.v6VtepMAC].filter(Boolean).join(', ');
+    lines.push(`lease:   ${subnets}${l.inStore ? `  public ${pub}  VtepMAC ${macs || '-'}` : '  (not in the store)'}`);
+  }
+  for (const v of [r.vtep, r.vtep6]) {
+    if (!v) continue;
     lines.push(
-      `lease:   ${r.lease.subnet}${r.lease.inStore ? `  public ${r.lease.publicIP}  VtepMAC ${r.lease.vtepMAC ?? '-'}` : '  (not in the store)'}`,
+      v.present
+        ? `VTEP:    ${v.name} ${v.up ? 'up' : 'DOWN'}, MTU ${v.mtu}, MAC ${v.mac}, address ${v.address ? 'ok' : 'MISSING'}`
+        : `VTEP:    ${v.name} MISSING`,
     );
   }
-  if (r.vtep) {
-    lines.push(
-      r.vtep.present
-        ? `VTEP:    ${r.vtep.name} ${r.vtep.up ? 'up' : 'DOWN'}, MTU ${r.vtep.mtu}, MAC ${r.vtep.mac}, address ${r.vtep.address ? 'ok' : 'MISSING'}`
-        : `VTEP:    ${r.vtep.name} MISSING`,
-    );
-  }
-  if (r.peers.length) {
+  const all = [...r.peers, ...r.ipv6Peers];
+  if (all.length) {
     lines.push('peers:');
     const rows = [['SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE']];
     const ok = (b: boolean) => (b ? 'ok' : 'MISSING');
-    for (const p of r.peers) rows.push([p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), ok(p.route)]);
+    for (const p of all) rows.push([p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), ok(p.route)]);
     const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
     for (const row of rows) lines.push('  ' + row.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
   } else if (r.lease) {

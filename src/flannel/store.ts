@@ -1,7 +1,6 @@
 // Where leases live: etcd (flannel's schema, shared with flanneld nodes) or the
 // embedded file store. The daemon only sees this interface.
-import type { Prefix } from '../net/ip';
-import type { Lease, LeaseAttrs } from './lease';
+import type { Lease, LeaseAttrs, LeaseSubnets } from './lease';
 
 export const DEFAULT_PREFIX = '/coreos.com/network';
 export const DEFAULT_LEASE_DIR = '/var/lib/vxlan-flannel';
@@ -24,14 +23,18 @@ export interface LeaseStore {
   setConfig(text: string): Promise<void>;
   /** Every lease that has not expired. */
   list(): Promise<ListResult>;
-  /** Creates a lease; false when the subnet is already leased (nothing is changed then). */
-  create(subnet: Prefix, attrs: LeaseAttrs, ttlS: number): Promise<boolean>;
+  /**
+   * Creates a lease; false when any lease already holds (or overlaps) one of
+   * its subnets, of either family (nothing is changed then). Atomic: of two
+   * nodes creating at once, one fails.
+   */
+  create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean>;
   /**
    * Re-writes our own lease with a fresh TTL. `expectedValue` is the value we
    * last saw (or wrote): if someone else took the subnet meanwhile, it fails (false).
    */
-  renew(subnet: Prefix, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean>;
-  remove(subnet: Prefix): Promise<void>;
+  renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean>;
+  remove(subnets: LeaseSubnets): Promise<void>;
   /** Calls `onChange` soon after any lease is added, changed, removed or expires. Returns a stop function. */
   watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void;
   /** Housekeeping the backend needs (the file store deletes expired leases). */

@@ -1,5 +1,7 @@
-// Finds this node's VTEP from subnet.env alone (it holds the subnet's network
-// address as a /32), so CHECK and STATUS work with our daemon or flanneld.
+// Finds this node's VTEPs from subnet.env alone (each holds its subnet's
+// network address: /32 for IPv4, /128 for IPv6), so CHECK and STATUS work
+// with our daemon or flanneld.
+import { IP, Prefix } from '../net/ip';
 import { ipJson } from '../iproute/exec';
 import type { SubnetEnv } from './subnet-env';
 
@@ -10,14 +12,22 @@ interface AddrLink {
   addr_info?: { family: string; local: string; prefixlen: number }[];
 }
 
-/** Returns what is wrong with the VTEP, or undefined when it is up with its address. */
-export async function probeVtep(env: SubnetEnv, netns?: string): Promise<string | undefined> {
-  if (!env.subnet) return undefined; // IPv6-only overlays are not run by this daemon
-  const want = env.subnet.network.toString();
-  const links = await ipJson<AddrLink[]>(['-d', 'addr', 'show'], { netns });
-  const vtep = links.find((l) => l.addr_info?.some((a) => a.family === 'inet' && a.local === want && a.prefixlen === 32));
-  if (!vtep) return `no VTEP holds ${want}/32 (the network address of FLANNEL_SUBNET ${env.subnet.toAddressString()})`;
-  if (vtep.linkinfo?.info_kind !== 'vxlan') return `${vtep.ifname} holds ${want}/32 but is not a vxlan device`;
+function check(links: AddrLink[], subnet: Prefix, key: string): string | undefined {
+  const v6 = subnet.family === 6;
+  const want = subnet.network.toString();
+  const hostLen = v6 ? 128 : 32;
+  const vtep = links.find((l) =>
+    l.addr_info?.some((a) => a.family === (v6 ? 'inet6' : 'inet') && IP.parse(a.local)?.toString() === want && a.prefixlen === hostLen),
+  );
+  if (!vtep) return `no VTEP holds ${want}/${hostLen} (the network address of ${key} ${subnet.toAddressString()})`;
+  if (vtep.linkinfo?.info_kind !== 'vxlan') return `${vtep.ifname} holds ${want}/${hostLen} but is not a vxlan device`;
   if (!vtep.flags?.includes('UP')) return `VTEP ${vtep.ifname} is down`;
   return undefined;
+}
+
+/** Returns what is wrong with the VTEPs (one per family in subnet.env), or undefined when they are up with their addresses. */
+export async function probeVtep(env: SubnetEnv, netns?: string): Promise<string | undefined> {
+  if (!env.subnet && !env.ipv6Subnet) return undefined;
+  const links = await ipJson<AddrLink[]>(['-d', 'addr', 'show'], { netns });
+  return (env.subnet && check(links, env.subnet, 'FLANNEL_SUBNET')) || (env.ipv6Subnet && check(links, env.ipv6Subnet, 'FLANNEL_IPV6_SUBNET')) || undefined;
 }

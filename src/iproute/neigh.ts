@@ -8,9 +8,9 @@ export interface NeighEntry {
   state?: string[];
 }
 
-/** IPv4 neighbour entries on `dev`. */
-export async function listNeigh(dev: string, netns?: string): Promise<NeighEntry[]> {
-  return ipJson<NeighEntry[]>(['-4', 'neigh', 'show', 'dev', dev], { netns });
+/** IPv4 (or IPv6) neighbour entries on `dev`. */
+export async function listNeigh(dev: string, netns?: string, family: 4 | 6 = 4): Promise<NeighEntry[]> {
+  return ipJson<NeighEntry[]>([`-${family}`, 'neigh', 'show', 'dev', dev], { netns });
 }
 
 export const isPermanent = (n: NeighEntry) => !!n.state?.includes('PERMANENT');

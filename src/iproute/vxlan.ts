@@ -1,5 +1,6 @@
 // VXLAN devices and the routes an overlay puts on them: reading their state
 // (`ip -json -details`) and the command lines that create or change them.
+import { IP } from '../net/ip';
 import { CommandError, batch, exec, ipJson } from './exec';
 
 export interface AddrInfo {
@@ -42,7 +43,7 @@ function toState(l: RawLink): LinkState {
       ? {
           vxlan: {
             id: d.id as number | undefined,
-            local: d.local as string | undefined,
+            local: (d.local ?? d.local6) as string | undefined,
             link: d.link as string | undefined,
             port: d.port as number | undefined,
             learning: d.learning as boolean | undefined,
@@ -72,7 +73,7 @@ export async function listLinks(netns?: string): Promise<LinkState[]> {
 export interface VxlanSpec {
   name: string;
   vni: number;
-  /** Local (source) address of the tunnel. */
+  /** Local (source) address of the tunnel: IPv4, or IPv6 for an IPv6 underlay. */
   local: string;
   /** Underlay device. */
   dev: string;
@@ -87,7 +88,8 @@ export function vxlanMismatch(state: LinkState, spec: VxlanSpec): string | undef
   const v = state.vxlan;
   const diffs: string[] = [];
   if (v.id !== spec.vni) diffs.push(`VNI ${v.id} (want ${spec.vni})`);
-  if (v.local !== spec.local) diffs.push(`local ${v.local ?? 'unset'} (want ${spec.local})`);
+  const sameIP = (a: string | undefined, b: string) => a !== undefined && (IP.parse(a)?.toString() ?? a) === (IP.parse(b)?.toString() ?? b);
+  if (!sameIP(v.local, spec.local)) diffs.push(`local ${v.local ?? 'unset'} (want ${spec.local})`);
   if (v.link !== spec.dev) diffs.push(`dev ${v.link ?? 'unset'} (want ${spec.dev})`);
   if (v.port !== spec.port) diffs.push(`port ${v.port} (want ${spec.port})`);
   if (v.learning !== false) diffs.push('learning on (want nolearning)');
@@ -116,11 +118,13 @@ export interface RouteEntry {
   dst: string;
   gateway?: string;
   flags?: string[];
+  /** "kernel" for the routes the kernel adds for the device's own addresses. */
+  protocol?: string;
 }
 
-/** IPv4 routes of the main table through `dev`. */
-export async function listRoutes(dev: string, netns?: string): Promise<RouteEntry[]> {
-  return ipJson<RouteEntry[]>(['-4', 'route', 'show', 'dev', dev], { netns });
+/** IPv4 (or IPv6) routes of the main table through `dev`. */
+export async function listRoutes(dev: string, netns?: string, family: 4 | 6 = 4): Promise<RouteEntry[]> {
+  return ipJson<RouteEntry[]>([`-${family}`, 'route', 'show', 'dev', dev], { netns });
 }
 
 export const routeReplaceOnlink = (dst: string, via: string, dev: string) => ['route', 'replace', dst, 'via', via, 'dev', dev, 'onlink'];

@@ -257,3 +257,47 @@ describe('CNI commands with a fake delegate', () => {
     expect(JSON.parse(out.stdout).supportedVersions).toContain('1.1.0');
   });
 });
+
+describe('CHECK and STATUS on a dual-stack or IPv6-only node (flannel-v6.<VNI> holds the IPv6 subnet address /128)', () => {
+  const V6 = 'FLANNEL_IPV6_NETWORK=fd88::/56\nFLANNEL_IPV6_SUBNET=fd88:0:0:5::1/64\n';
+  let v6Links: unknown[] = [];
+  beforeEach(() => {
+    v6Links = [];
+    setRunner(async (argv) => {
+      if (argv.join(' ') !== 'ip -json -d addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
+      const vtep = {
+        ifname: 'flannel.1',
+        flags: ['UP'],
+        linkinfo: { info_kind: 'vxlan' },
+        addr_info: [{ family: 'inet', local: '10.88.5.0', prefixlen: 32 }],
+      };
+      return { stdout: JSON.stringify([vtep, ...v6Links]), stderr: '', code: 0 };
+    });
+  });
+  const vtep6 = (flags: string[], local = 'fd88:0:0:5::') => ({
+    ifname: 'flannel-v6.1',
+    flags,
+    linkinfo: { info_kind: 'vxlan' },
+    addr_info: [{ family: 'inet6', local, prefixlen: 128 }, { family: 'inet6', local: 'fe80::1', prefixlen: 64 }],
+  });
+  it('dual stack: both VTEPs are checked', async () => {
+    writeFileSync(subnetFile, ENV_TEXT + V6);
+    const conf = { ...baseConf(), cniVersion: '1.1.0' };
+    const missing = await run('STATUS', conf);
+    expect([missing.json.code, missing.json.msg]).toEqual([
+      50, 'overlay not ready: no VTEP holds fd88:0:0:5::/128 (the network address of FLANNEL_IPV6_SUBNET fd88:0:0:5::1/64)',
+    ]);
+    v6Links = [vtep6(['BROADCAST'])];
+    expect((await run('STATUS', conf)).json.msg).toBe('overlay not ready: VTEP flannel-v6.1 is down');
+    v6Links = [vtep6(['UP'], 'FD88:0:0:5:0:0:0:0')]; // any spelling of the address
+    expect((await run('STATUS', conf)).exitCode).toBe(0);
+  });
+  it('IPv6 only: the IPv6 VTEP alone', async () => {
+    writeFileSync(subnetFile, `${V6}FLANNEL_MTU=1430\nFLANNEL_IPMASQ=false\n`);
+    await run('ADD', baseConf());
+    const prevResult = { cniVersion: '1.0.0', ips: [{ address: 'fd88:0:0:5::2/64' }] };
+    expect((await run('CHECK', baseConf({ prevResult }))).json.msg).toMatch(/no VTEP holds fd88:0:0:5::\/128/);
+    v6Links = [vtep6(['UP'])];
+    expect((await run('CHECK', baseConf({ prevResult }))).exitCode).toBe(0);
+  });
+});

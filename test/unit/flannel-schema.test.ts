@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { Prefix } from '../../src/net/ip';
 import { formatSubnetEnv, parseSubnetEnv, requireComplete } from '../../src/flannel/subnet-env';
 import { ConfigError, formatNetworkConfig, parseNetworkConfig, poolSize } from '../../src/flannel/netconfig';
-import { decodeAttrs, encodeAttrs, parseSubnetKey, subnetKey } from '../../src/flannel/lease';
+import { IP } from '../../src/net/ip';
+import { decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, subnetKey } from '../../src/flannel/lease';
 
 describe('subnet.env', () => {
   const text = 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_SUBNET=10.88.5.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n';
@@ -35,15 +36,18 @@ describe('subnet.env', () => {
 describe('network config (flannel\'s defaults and checks)', () => {
   it('fills flannel\'s defaults: /24 subnets, skip the first, VNI 1, port 8472', () => {
     const c = parseNetworkConfig('{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}');
-    expect([c.subnetLen, c.subnetMin.toString(), c.subnetMax.toString(), c.vni, c.port]).toEqual([24, '10.88.1.0', '10.88.255.0', 1, 8472]);
-    expect(poolSize(c)).toBe(255n);
+    const v4 = c.v4!;
+    expect([v4.subnetLen, v4.subnetMin.toString(), v4.subnetMax.toString(), c.vni, c.port]).toEqual([24, '10.88.1.0', '10.88.255.0', 1, 8472]);
+    expect(poolSize(v4)).toBe(255n);
     expect(c.mtu).toBeUndefined();
+    expect(c.v6).toBeUndefined();
   });
   it('splits small networks in four, keeps explicit values', () => {
-    expect(parseNetworkConfig('{"Network":"10.88.0.0/26"}').subnetLen).toBe(28);
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/26"}').v4!.subnetLen).toBe(28);
     const c = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","Backend":{"Type":"vxlan","VNI":42,"Port":4789,"MTU":1400}}');
-    expect([c.subnetLen, c.subnetMin.toString(), c.subnetMax.toString(), c.vni, c.port, c.mtu]).toEqual([26, '10.88.3.0', '10.88.3.192', 42, 4789, 1400]);
-    expect(poolSize(c)).toBe(4n);
+    const v4 = c.v4!;
+    expect([v4.subnetLen, v4.subnetMin.toString(), v4.subnetMax.toString(), c.vni, c.port, c.mtu]).toEqual([26, '10.88.3.0', '10.88.3.192', 42, 4789, 1400]);
+    expect(poolSize(v4)).toBe(4n);
   });
   it.each([
     ['not json', /not JSON/],
@@ -91,9 +95,126 @@ describe('lease schema', () => {
   ])('rejects %s', (text, msg) => expect(() => decodeAttrs(text)).toThrow(msg));
   it('subnet keys', () => {
     expect(subnetKey(Prefix.parse('10.88.5.0/24')!)).toBe('10.88.5.0-24');
-    expect(parseSubnetKey('10.88.5.0-24')?.toString()).toBe('10.88.5.0/24');
-    expect(parseSubnetKey('10.88.5.0-24&fd00::-64')?.toString()).toBe('10.88.5.0/24');
-    expect(parseSubnetKey('10.88.5.1-24')).toBeUndefined();
-    expect(parseSubnetKey('junk')).toBeUndefined();
+    expect(leaseKey({ subnet: Prefix.parse('10.88.5.0/24')! })).toBe('10.88.5.0-24');
+    expect(parseLeaseKey('10.88.5.0-24')?.subnet?.toString()).toBe('10.88.5.0/24');
+    expect(parseLeaseKey('10.88.5.0-24')?.ipv6Subnet).toBeUndefined();
+    expect(parseLeaseKey('10.88.5.1-24')).toBeUndefined();
+    expect(parseLeaseKey('junk')).toBeUndefined();
+  });
+});
+
+describe('IPv6 network config (EnableIPv6, IPv6Network, IPv6SubnetLen, IPv6SubnetMin/Max, EnableIPv4)', () => {
+  it('dual stack: flannel\'s defaults, /64 per node, the first subnet skipped', () => {
+    const c = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88:0:1::/48","Backend":{"Type":"vxlan"}}');
+    expect(c.v4?.network.toString()).toBe('10.88.0.0/16');
+    const v6 = c.v6!;
+    expect([v6.network.toString(), v6.subnetLen, v6.subnetMin.toString(), v6.subnetMax.toString()]).toEqual([
+      'fd88:0:1::/48', 64, 'fd88:0:1:1::', 'fd88:0:1:ffff::',
+    ]);
+    expect(poolSize(v6)).toBe(65535n);
+  });
+  it('IPv6 only (EnableIPv4 false): no IPv4 pool, Network not needed', () => {
+    const c = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88:0:2::/56"}');
+    expect(c.v4).toBeUndefined();
+    expect([c.v6!.subnetLen, c.v6!.subnetMin.toString(), poolSize(c.v6!)]).toEqual([64, 'fd88:0:2:1::', 255n]);
+  });
+  it('small IPv6 networks split in four; explicit IPv6SubnetLen, IPv6SubnetMin and IPv6SubnetMax are kept', () => {
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/120"}').v6!.subnetLen).toBe(122);
+    const c = parseNetworkConfig(
+      '{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetLen":80,"IPv6SubnetMin":"fd88:0:0:7::","IPv6SubnetMax":"fd88:0:0:7:3::"}',
+    );
+    const v6 = c.v6!;
+    expect([v6.subnetLen, v6.subnetMin.toString(), v6.subnetMax.toString(), poolSize(v6)]).toEqual([80, 'fd88:0:0:7::', 'fd88:0:0:7:3::', 4n]);
+  });
+  it('IPv6Network without EnableIPv6 is not used, as in flanneld', () => {
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","IPv6Network":"not even a CIDR"}').v6).toBeUndefined();
+  });
+  it.each([
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true}', /"IPv6Network" is missing/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":"yes","IPv6Network":"fd88::/48"}', /"EnableIPv6" must be true or false/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"10.99.0.0/16"}', /"IPv6Network" must be an IPv6 CIDR/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::1/48"}', /"IPv6Network" fd88::1\/48 has host bits set \(did you mean fd88::\/48\?\)/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetLen":127}', /"IPv6SubnetLen" must be at most 126/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetLen":49}', /cannot hold four \/49 subnets \(IPv6SubnetLen must be at least 50\)/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/126"}', /too small/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetMin":"fd89::"}', /"IPv6SubnetMin" fd89:: is not inside IPv6Network fd88::\/48/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetMax":"fd88:0:0:5::1"}', /"IPv6SubnetMax" fd88:0:0:5::1 is not on a \/64 boundary/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetMin":"10.88.1.0"}', /"IPv6SubnetMin" must be an IPv6 address/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetMin":"fd88:0:0:9::","IPv6SubnetMax":"fd88:0:0:3::"}', /IPv6SubnetMin fd88:0:0:9:: is above IPv6SubnetMax/],
+    ['{"EnableIPv4":false,"Network":"10.88.0.0/16"}', /both false/],
+    ['{"EnableIPv4":false,"EnableIPv6":true}', /"IPv6Network" is missing/],
+    ['{"EnableIPv6":true,"IPv6Network":"fd88::/48"}', /"Network" is missing/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","Backend":{"MTU":1200}}', /"Backend.MTU" must be an integer from 1280/],
+  ])('rejects %s', (text, msg) => {
+    expect(() => parseNetworkConfig(text)).toThrow(ConfigError);
+    expect(() => parseNetworkConfig(text)).toThrow(msg);
+  });
+  it('network set writes flannel\'s field names for dual stack and IPv6 only', () => {
+    expect(formatNetworkConfig({ network: '10.88.0.0/16', ipv6Network: 'fd88::/48', ipv6SubnetLen: 64 })).toBe(
+      '{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetLen":64,"Backend":{"Type":"vxlan"}}',
+    );
+    expect(formatNetworkConfig({ ipv4: false, ipv6Network: 'fd88::/48', vni: 2 })).toBe(
+      '{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88::/48","Backend":{"Type":"vxlan","VNI":2}}',
+    );
+    expect(() => formatNetworkConfig({ ipv6Network: 'fd88::/48' })).toThrow(/--network is required/);
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', ipv6SubnetLen: 64 })).toThrow(/needs --ipv6-network/);
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', ipv6Network: 'fd88::1/48' })).toThrow(/host bits/);
+  });
+});
+
+describe('IPv6 lease schema (flannel\'s LeaseAttrs: PublicIPv6, BackendV6Data; subnets in the key)', () => {
+  const dual =
+    '{"PublicIP":"192.168.88.9","PublicIPv6":"fd88:88::9","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:09:00"},"BackendV6Data":{"VNI":1,"VtepMAC":"0a:58:0a:58:09:06"}}';
+  const v6only = '{"PublicIP":"0.0.0.0","PublicIPv6":"fd88:88::9","BackendType":"vxlan","BackendV6Data":{"VNI":1,"VtepMAC":"0a:58:0a:58:09:06"}}';
+  it('a dual-stack lease: what flanneld writes, read and re-encoded byte for byte', () => {
+    const a = decodeAttrs(dual);
+    expect([a.publicIP?.toString(), a.publicIPv6?.toString(), a.vni, a.vtepMAC, a.v6Vni, a.v6VtepMAC]).toEqual([
+      '192.168.88.9', 'fd88:88::9', 1, '0a:58:0a:58:09:00', 1, '0a:58:0a:58:09:06',
+    ]);
+    expect(encodeAttrs(a)).toBe(dual);
+  });
+  it('the attributes the daemon builds encode to exactly that JSON', () => {
+    const attrs = {
+      backendType: 'vxlan',
+      publicIP: IP.parse('192.168.88.9')!,
+      publicIPv6: IP.parse('fd88:88:0::9')!,
+      vni: 1,
+      vtepMAC: '0a:58:0a:58:09:00',
+      v6Vni: 1,
+      v6VtepMAC: '0a:58:0a:58:09:06',
+    };
+    expect(encodeAttrs(attrs)).toBe(dual);
+    const { publicIP: _p, vni: _v, vtepMAC: _m, ...v6 } = attrs;
+    expect(encodeAttrs(v6)).toBe(v6only);
+  });
+  it('an IPv6-only lease: PublicIP "0.0.0.0" (flannel\'s zero ip.IP4), no BackendData', () => {
+    const a = decodeAttrs(v6only);
+    expect(a.publicIP).toBeUndefined();
+    expect([a.publicIPv6?.toString(), a.v6VtepMAC, a.vtepMAC]).toEqual(['fd88:88::9', '0a:58:0a:58:09:06', undefined]);
+    expect(encodeAttrs(a)).toBe(v6only);
+  });
+  it('an IPv4-only lease is unchanged: no PublicIPv6, no BackendV6Data', () => {
+    const v4 = '{"PublicIP":"192.168.88.9","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:09:00"}}';
+    expect(encodeAttrs(decodeAttrs(v4))).toBe(v4);
+  });
+  it.each([
+    ['{"PublicIP":"192.168.88.9","PublicIPv6":"192.168.88.10","BackendType":"vxlan"}', /"PublicIPv6" must be an IPv6 address/],
+    ['{"PublicIP":"0.0.0.0","BackendType":"vxlan"}', /"PublicIP"/],
+    ['{"PublicIPv6":"fd88::9","BackendType":"vxlan","BackendV6Data":{"VNI":1,"VtepMAC":"nope"}}', /"BackendV6Data.VtepMAC" must be a MAC/],
+  ])('rejects %s', (text, msg) => expect(() => decodeAttrs(text)).toThrow(msg));
+  it('keys: flannel\'s MakeSubnetKey (IPv4 "&" IPv6 for dual stack, the IPv6 subnet alone for IPv6 only)', () => {
+    const subnet = Prefix.parse('10.88.5.0/24')!;
+    const ipv6Subnet = Prefix.parse('fd88:0:0:5::/64')!;
+    expect(leaseKey({ subnet, ipv6Subnet })).toBe('10.88.5.0-24&fd88:0:0:5::-64');
+    expect(leaseKey({ ipv6Subnet })).toBe('fd88:0:0:5::-64');
+    expect(leaseKey({ ipv6Subnet: Prefix.parse('fd00:10:244:1::/64')! })).toBe('fd00:10:244:1::-64');
+    const dualKey = parseLeaseKey('10.88.5.0-24&fd88:0:0:5::-64')!;
+    expect([dualKey.subnet?.toString(), dualKey.ipv6Subnet?.toString()]).toEqual(['10.88.5.0/24', 'fd88:0:0:5::/64']);
+    const v6Key = parseLeaseKey('fd88:0:0:5::-64')!;
+    expect([v6Key.subnet, v6Key.ipv6Subnet?.toString()]).toEqual([undefined, 'fd88:0:0:5::/64']);
+    for (const bad of ['10.88.5.0-24&fd88:0:0:5::1-64', 'fd88:0:0:5::-64&10.88.5.0-24', '10.88.5.0-24&10.88.6.0-24', 'a&b&c', 'fd88::-', '10.88.5.0-24&']) {
+      expect(parseLeaseKey(bad), bad).toBeUndefined();
+    }
+    expect(() => leaseKey({})).toThrow();
   });
 });
