@@ -41,6 +41,8 @@ export interface MasqEntry {
   attTag: string;
   /** Source addresses its rules match. */
   ips: string[];
+  /** Whether a MASQUERADE rule is there (iptables: in the attachment's chain; nftables: every rule is one). */
+  masquerades: boolean;
   backend: MasqBackend;
 }
 
@@ -212,19 +214,23 @@ export async function masqAdd(backend: MasqBackend, owner: MasqOwner, targets: M
 /** Every tagged masquerade entry of the backend. */
 export async function masqList(backend: MasqBackend): Promise<MasqEntry[]> {
   const byTag = new Map<string, MasqEntry>();
-  const note = (netTag: string, attTag: string, ip: string | undefined) => {
+  const note = (netTag: string, attTag: string, ip: string | undefined, masquerades: boolean) => {
     let e = byTag.get(attTag);
-    if (!e) byTag.set(attTag, (e = { netTag, attTag, ips: [], backend }));
+    if (!e) byTag.set(attTag, (e = { netTag, attTag, ips: [], masquerades: false, backend }));
     if (ip && !e.ips.includes(ip)) e.ips.push(ip);
+    e.masquerades ||= masquerades;
   };
   if (backend === 'nftables') {
     for (const r of await nftListRules()) {
       const tag = r.comment ? TAG_RE.exec(r.comment) : null;
-      if (tag) note(tag[1], tag[2], nftSource(r));
+      if (tag) note(tag[1], tag[2], nftSource(r), true);
     }
   } else {
     for (const table of await Promise.all([iptablesList(4), iptablesList(6)])) {
-      for (const r of table.rules) note(r.netTag, r.attTag, r.chain === masqChain(r.attTag) ? undefined : r.source);
+      for (const r of table.rules) {
+        const own = r.chain === masqChain(r.attTag);
+        note(r.netTag, r.attTag, own ? undefined : r.source, own && / -j MASQUERADE(?: |$)/.test(` ${r.spec}`));
+      }
     }
   }
   return [...byTag.values()];
@@ -259,6 +265,7 @@ export function masqDel(backend: MasqBackend, attTag: string): Promise<string[]>
 export async function masqCheck(backend: MasqBackend, attTag: string, ips: readonly string[]): Promise<string | undefined> {
   const entry = (await masqList(backend)).find((e) => e.attTag === attTag);
   const missing = ips.filter((ip) => !entry?.ips.includes(ip));
-  if (missing.length === 0) return undefined;
-  return `masquerade (${backend}) rules for ${missing.join(', ')} are missing`;
+  if (missing.length > 0) return `masquerade (${backend}) rules for ${missing.join(', ')} are missing`;
+  if (ips.length > 0 && !entry?.masquerades) return `masquerade (${backend}): the MASQUERADE rule of chain ${masqChain(attTag)} is missing`;
+  return undefined;
 }

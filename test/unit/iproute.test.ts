@@ -167,6 +167,19 @@ describe('masquerade', () => {
     expect(calls).toHaveLength(1);
   });
 
+  it('iptables: CHECK wants the source rule of every address and the MASQUERADE rule', async () => {
+    const c = '-m comment --comment "cni-ts:aaaaaaaa:bbbbbbbbbbbbbbbbbbbb x"';
+    const chain = 'CNI-BR-bbbbbbbbbbbbbbbbbbbb';
+    const save = (withMasq: boolean) =>
+      ['*nat', `-A POSTROUTING -s 10.0.0.5/32 ${c} -j ${chain}`, `-A ${chain} -d 10.0.0.0/24 ${c} -j ACCEPT`, ...(withMasq ? [`-A ${chain} ! -d 224.0.0.0/4 ${c} -j MASQUERADE`] : []), 'COMMIT'].join('\n');
+    let withMasq = true;
+    fake((argv) => (argv[0] === 'iptables-save' ? { stdout: save(withMasq) } : {}));
+    expect(await masqCheck('iptables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.5'])).toBeUndefined();
+    expect(await masqCheck('iptables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.6'])).toMatch(/10.0.0.6 are missing/);
+    withMasq = false;
+    expect(await masqCheck('iptables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.5'])).toMatch(/MASQUERADE rule of chain CNI-BR-b+ is missing/);
+  });
+
   it('iptables: nothing tagged means no restore', async () => {
     fake(() => ({ stdout: '*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -s 10.0.0.0/8 -j MASQUERADE\nCOMMIT\n' }));
     expect(await masqDel('iptables', 'bbbbbbbbbbbbbbbbbbbb')).toEqual([]);
