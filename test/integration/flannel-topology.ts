@@ -9,6 +9,7 @@ import { ChildProcess, spawn, execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { OUR_BIN, ROOT, sh, tempDir } from './helpers';
+import { Prefix } from '../../src/net/ip';
 
 export const FLANNEL = join(OUR_BIN, 'vxlan-flannel');
 /**
@@ -25,6 +26,8 @@ function ensureBridgeBuilt(): void {
   execFileSync('node', ['build.mjs', 'bridge'], { cwd: ROOT, stdio: 'inherit' });
 }
 export const UNDERLAY_PREFIX = '192.168.88';
+/** Every host also has an IPv6 underlay address, fd88:88::<octet>/64 (a ULA, inside the test namespaces only). */
+export const UNDERLAY6_PREFIX = 'fd88:88::';
 export const ETCD_IP = `${UNDERLAY_PREFIX}.100`;
 export const NETWORK = '10.88.0.0/16';
 
@@ -51,6 +54,8 @@ export interface Host {
   ns: string;
   path: string;
   ip: string;
+  /** The IPv6 underlay address. */
+  ip6: string;
 }
 
 export interface DaemonHandle {
@@ -68,7 +73,10 @@ export interface Pod {
   path: string;
   node: Host;
   id: string;
+  /** Its IPv4 address (its IPv6 one on an IPv6-only overlay). */
   ip: string;
+  /** Its IPv6 address, when the overlay has IPv6. */
+  ip6?: string;
   /** The ADD result, the prevResult of a CHECK. */
   result: any;
 }
@@ -158,20 +166,25 @@ export class Topology {
     sh(['nsenter', `--net=/var/run/netns/${ns}`, '--', 'sh', '-c', `echo ${value} > /proc/sys/${key.replace(/\./g, '/')}`]);
   }
 
-  /** A host on the underlay: a namespace with eth0 at 192.168.88.<octet>, forwarding on, rp_filter off. */
-  addHost(name: string, octet: number, mtu = 1500): Host {
+  /**
+   * A host on the underlay: a namespace with eth0 at 192.168.88.<octet> and
+   * fd88:88::<octet> (no DAD: ready at once), forwarding on (IPv6 forwarding
+   * left off with `ipv6Forwarding: false`, for the daemon to turn on), rp_filter off.
+   */
+  addHost(name: string, octet: number, mtu = 1500, opts: { ipv6Forwarding?: boolean } = {}): Host {
     const ns = `${this.prefix}-${name}`;
     const path = this.netns(ns);
     const peer = `${this.prefix}${name}`;
     sh(['ip', 'link', 'add', 'eth0', 'netns', ns, 'mtu', String(mtu), 'type', 'veth', 'peer', 'name', peer, 'netns', this.ul, 'mtu', String(mtu)]);
     this.ip(this.ul, `link set ${peer} master br0 up`);
     this.ip(ns, `addr add ${UNDERLAY_PREFIX}.${octet}/24 dev eth0`);
+    this.ip(ns, `addr add ${UNDERLAY6_PREFIX}${octet.toString(16)}/64 dev eth0 nodad`);
     this.ip(ns, 'link set eth0 up');
     this.sysctl(ns, 'net.ipv4.ip_forward', '1');
-    this.sysctl(ns, 'net.ipv6.conf.all.forwarding', '1');
+    this.sysctl(ns, 'net.ipv6.conf.all.forwarding', opts.ipv6Forwarding === false ? '0' : '1');
     this.sysctl(ns, 'net.ipv4.conf.all.rp_filter', '0');
     this.sysctl(ns, 'net.ipv4.conf.default.rp_filter', '0');
-    const host = { name, ns, path, ip: `${UNDERLAY_PREFIX}.${octet}` };
+    const host = { name, ns, path, ip: `${UNDERLAY_PREFIX}.${octet}`, ip6: `${UNDERLAY6_PREFIX}${octet.toString(16)}` };
     this.hosts.set(name, host);
     return host;
   }
@@ -241,22 +254,34 @@ export class Topology {
     return d.exited;
   }
 
-  /** subnet.env of a running daemon, once written. */
-  async waitSubnet(d: DaemonHandle, timeoutMs = 20_000): Promise<{ subnet: string; vtepIP: string; env: string }> {
+  /**
+   * subnet.env of a running daemon, once written: its IPv4 subnet and VTEP
+   * address, and its IPv6 ones (subnet6, vtepIP6; '' when a family is off).
+   */
+  async waitSubnet(d: DaemonHandle, timeoutMs = 20_000): Promise<{ subnet: string; vtepIP: string; subnet6: string; vtepIP6: string; env: string }> {
     const { value } = await waitFor(
       `${d.node.name}'s subnet.env (daemon log:\n${d.log()})`,
       () => (existsSync(d.subnetFile) ? readFileSync(d.subnetFile, 'utf8') : ''),
       timeoutMs,
     );
-    const m = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\.1\/(\d+)/.exec(value)!;
-    return { subnet: `${m[1]}.0/${m[2]}`, vtepIP: `${m[1]}.0`, env: value };
+    const m = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\.1\/(\d+)/.exec(value);
+    const m6 = /FLANNEL_IPV6_SUBNET=(\S+)/.exec(value);
+    const p6 = m6 ? Prefix.parse(m6[1]) : undefined;
+    return {
+      subnet: m ? `${m[1]}.0/${m[2]}` : '',
+      vtepIP: m ? `${m[1]}.0` : '',
+      subnet6: p6 ? `${p6.network}/${p6.length}` : '',
+      vtepIP6: p6 ? p6.network.toString() : '',
+      env: value,
+    };
   }
 
-  /** Waits until every node has a route to every other node's subnet (the overlay has converged). */
-  async waitMesh(nodes: { node: Host; subnet: string }[], timeoutMs = 10_000): Promise<void> {
-    await waitFor('every node to program every other', () =>
+  /** Waits until every node has a route to every other node's subnet on `dev` (the overlay has converged). */
+  async waitMesh(nodes: { node: Host; subnet: string }[], timeoutMs = 10_000, dev = 'flannel.1'): Promise<void> {
+    const family = nodes.some((n) => n.subnet.includes(':')) ? '-6 ' : '';
+    await waitFor(`every node to program every other on ${dev}`, () =>
       nodes.every((a) => {
-        const routes = this.json<{ dst: string }[]>(a.node.ns, 'route show dev flannel.1').map((r) => r.dst);
+        const routes = this.json<{ dst: string }[]>(a.node.ns, `${family}route show dev ${dev}`).map((r) => r.dst);
         return nodes.every((b) => b === a || routes.includes(b.subnet));
       }), timeoutMs, 50);
   }
@@ -287,8 +312,10 @@ export class Topology {
     const id = `${this.prefix}-ctr-${name}`;
     const r = await this.plugin(node, 'ADD', this.cniConfig(node), { CNI_CONTAINERID: id, CNI_NETNS: path, CNI_IFNAME: 'eth0' });
     if (r.code !== 0) throw new Error(`ADD ${name} on ${node.name} failed (${r.code}): ${r.stdout} ${r.stderr}`);
-    const ip = (r.json.ips[0].address as string).split('/')[0];
-    return { name, ns, path, node, id, ip, result: r.json };
+    const addrs = (r.json.ips as { address: string }[]).map((i) => i.address.split('/')[0]);
+    const ip6 = addrs.find((a) => a.includes(':'));
+    const ip = addrs.find((a) => !a.includes(':')) ?? ip6!;
+    return { name, ns, path, node, id, ip, ...(ip6 ? { ip6 } : {}), result: r.json };
   }
 
   delPod(pod: Pod): Promise<RunResult> {
@@ -313,12 +340,17 @@ export class Topology {
     return out.trim() ? JSON.parse(out) : [];
   }
 
-  /** Whether node `ns` has peer `subnet` programmed: neighbour → mac, FDB mac → dst, route via the VTEP IP. */
-  peerState(ns: string, subnet: string, mac: string, dst: string, dev = 'flannel.1'): { neigh: boolean; fdb: boolean; route: boolean; staleFdb: string[] } {
+  /**
+   * Whether node `ns` has peer `subnet` programmed: neighbour → mac, FDB mac →
+   * dst, route via the VTEP IP (an IPv6 subnet: on flannel-v6.1 unless `dev` says otherwise).
+   */
+  peerState(ns: string, subnet: string, mac: string, dst: string, dev?: string): { neigh: boolean; fdb: boolean; route: boolean; staleFdb: string[] } {
+    const v6 = subnet.includes(':');
+    dev ??= v6 ? 'flannel-v6.1' : 'flannel.1';
     const vtepIP = subnet.split('/')[0];
     const neigh = this.json<{ dst: string; lladdr?: string; state?: string[] }[]>(ns, `neigh show dev ${dev}`);
     const fdb = this.fdb(ns, dev);
-    const routes = this.json<{ dst: string; gateway?: string; flags?: string[] }[]>(ns, `route show dev ${dev}`);
+    const routes = this.json<{ dst: string; gateway?: string; flags?: string[] }[]>(ns, `${v6 ? '-6 ' : ''}route show dev ${dev}`);
     return {
       neigh: neigh.some((n) => n.dst === vtepIP && n.lladdr === mac && !!n.state?.includes('PERMANENT')),
       fdb: fdb.some((f) => f.mac === mac && f.dst === dst),
