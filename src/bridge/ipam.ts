@@ -7,9 +7,8 @@
 // (~80 ms) is saved. CNI_TS_IPAM_EXEC=1 forces the exec path.
 import { closeSync, openSync, readSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { CniError, ErrorCode } from '../cni/errors';
-import { execPlugin, findPlugin, type ExecResult } from '../cni/delegate';
-import { parseResult, type Result } from '../cni/result';
+import { execPlugin, findPlugin, readPluginOutput, type ExecResult } from '../cni/delegate';
+import type { Result } from '../cni/result';
 import type { Command } from '../cni/env';
 import type { Request } from '../cni/skel';
 
@@ -70,29 +69,5 @@ async function run(plan: IpamPlan, command: Command, req: Request): Promise<Exec
 
 /** Runs the IPAM plugin; ADD returns its result, the others undefined. Failures keep the plugin's code and message. */
 export async function callIpam(plan: IpamPlan, command: Command, req: Request): Promise<Result | undefined> {
-  const out = await run(plan, command, req);
-  if (out.stderr) process.stderr.write(out.stderr);
-  if (out.exitCode !== 0) throw ipamError(plan.type, out);
-  if (command !== 'ADD') return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(out.stdout);
-  } catch {
-    throw new CniError(ErrorCode.DecodingFailure, `plugin "${plan.type}" printed a result that is not JSON`, out.stdout.slice(0, 500));
-  }
-  return parseResult(parsed);
-}
-
-/** The delegate's own error object, its message prefixed with the plugin's name (as cni/delegate does). */
-function ipamError(type: string, out: ExecResult): CniError {
-  try {
-    const obj = JSON.parse(out.stdout) as { code?: unknown; msg?: unknown; details?: unknown };
-    if (typeof obj.code === 'number' && typeof obj.msg === 'string') {
-      return new CniError(obj.code, `${type}: ${obj.msg}`, typeof obj.details === 'string' ? obj.details : '');
-    }
-  } catch {
-    // not an error object
-  }
-  const said = (out.stdout || out.stderr).trim().slice(0, 500);
-  return new CniError(ErrorCode.Internal, `plugin "${type}" failed with exit code ${out.exitCode}`, said);
+  return readPluginOutput(plan.type, command, await run(plan, command, req));
 }

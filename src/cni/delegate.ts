@@ -80,15 +80,22 @@ export interface DelegateOptions {
 export async function delegate(opts: DelegateOptions): Promise<Result | undefined> {
   const file = findPlugin(opts.type, opts.path, opts.field);
   const env = { ...(opts.env ?? process.env), CNI_COMMAND: opts.command };
-  const run = await execPlugin(file, env, JSON.stringify(opts.conf));
+  return readPluginOutput(opts.type, opts.command, await execPlugin(file, env, JSON.stringify(opts.conf)));
+}
+
+/**
+ * What a plugin's run means: its stderr passed on to ours, its error object
+ * (or a crash) as a CniError naming the plugin, and for ADD its parsed result.
+ */
+export function readPluginOutput(type: string, command: Command, run: ExecResult): Result | undefined {
   if (run.stderr) process.stderr.write(run.stderr);
-  if (run.exitCode !== 0) throw delegateError(opts.type, run);
-  if (opts.command !== 'ADD') return undefined;
+  if (run.exitCode !== 0) throw delegateError(type, run);
+  if (command !== 'ADD') return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(run.stdout);
   } catch {
-    throw new CniError(ErrorCode.DecodingFailure, `plugin "${opts.type}" printed a result that is not JSON`, run.stdout.slice(0, 500));
+    throw new CniError(ErrorCode.DecodingFailure, `plugin "${type}" printed a result that is not JSON`, run.stdout.slice(0, 500));
   }
   return parseResult(parsed);
 }

@@ -78,7 +78,8 @@ export async function batch(program: 'ip' | 'bridge', lines: readonly (readonly 
   if (lines.length === 0) return;
   for (const line of lines) {
     for (const word of line) {
-      if (word === '' || /\s|"|'|\\/.test(word)) throw new Error(`unsafe word in ${program} batch: ${JSON.stringify(word)}`);
+      // -batch splits on whitespace, unquotes, and drops everything after '#'
+      if (word === '' || /\s|"|'|\\|#/.test(word)) throw new Error(`unsafe word in ${program} batch: ${JSON.stringify(word)}`);
     }
   }
   await exec([program, '-batch', '-'], { ...opts, input: lines.map((l) => l.join(' ')).join('\n') + '\n' });
