@@ -1,7 +1,7 @@
 // Deterministic names: the host end of an attachment's veth and the tags that
 // mark its firewall rules are derived from (network, container ID, ifname),
 // so DEL, CHECK and GC find them without any saved state.
-import { sha256Hex } from './sha256';
+import { sha256Hex } from '../util/sha256';
 
 /**
  * "veth" + 11 hex digits of sha256(containerID, ifname): 15 bytes, the most a

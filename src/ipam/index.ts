@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
 import { removeFile, removeTree } from '../util/fs';
+import { sha256Hex } from '../util/sha256';
 import { DiskStore, Owner, Reservation } from './disk';
 
 interface Entry {
@@ -27,10 +28,7 @@ interface Entry {
  */
 function keyOf(o: Owner): string {
   const name = o.ifname === undefined ? o.containerId : `${o.containerId}@${Buffer.from(o.ifname).toString('hex')}`;
-  if (name.length <= 200) return name;
-  // Loaded only here: node:crypto drags in streams, a few ms on every start.
-  const { createHash } = require('node:crypto') as typeof import('node:crypto');
-  return '#' + createHash('sha256').update(name).digest('hex');
+  return name.length <= 200 ? name : '#' + sha256Hex(name);
 }
 
 export class AttachmentIndex {

@@ -108,6 +108,15 @@ describe('ADD', () => {
     expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toHaveLength(2);
   });
 
+  it('works for container IDs too long to name an index file (hashed)', async () => {
+    const id = 'x'.repeat(250);
+    expect(addresses((await runPlugin(OURS, env('ADD', id), conf())).json)).toEqual(['10.70.0.2/24', 'fd70::2/64']);
+    expect(fs.readdirSync(join(dataDir, '.cni-ts', 'hlnet', 'attachments'))[0]).toMatch(/^#[0-9a-f]{64}$/);
+    expect((await runPlugin(OURS, env('CHECK', id), conf())).code).toBe(0);
+    expect((await runPlugin(OURS, env('DEL', id), conf())).code).toBe(0);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+  });
+
   it('writes the Go format byte for byte, and routes and dns as configured', async () => {
     const resolv = join(tmp.path, 'resolv.conf');
     fs.writeFileSync(resolv, '# comment\nnameserver 10.70.0.53\nsearch a.example b.example\noptions ndots:2\ndomain example\n');

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { sha256Hex } from '../../src/bridge/sha256';
+import { sha256Hex } from '../../src/util/sha256';
 import { attachmentTags, hostVethName, netTag, vlanGatewayName, vlanGatewayPeerName } from '../../src/bridge/names';
 
 const ref = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
