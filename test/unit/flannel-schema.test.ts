@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Prefix } from '../../src/net/ip';
 import { formatSubnetEnv, parseSubnetEnv, requireComplete } from '../../src/flannel/subnet-env';
 import { ConfigError, formatNetworkConfig, parseNetworkConfig, poolSize } from '../../src/flannel/netconfig';
@@ -216,5 +218,14 @@ describe('IPv6 lease schema (flannel\'s LeaseAttrs: PublicIPv6, BackendV6Data; s
       expect(parseLeaseKey(bad), bad).toBeUndefined();
     }
     expect(() => leaseKey({})).toThrow();
+  });
+});
+
+describe('sample network configs in conf/', () => {
+  it.each(['flannel-network.json', 'flannel-network-dualstack.json'])('%s is accepted', (name) => {
+    const text = readFileSync(join(__dirname, '../../conf', name), 'utf8');
+    const cfg = parseNetworkConfig(text);
+    expect(cfg.v4?.network.toString()).toBe('10.244.0.0/16');
+    if (name.includes('dualstack')) expect([cfg.v6?.network.toString(), cfg.v6?.subnetLen]).toEqual(['fd00:10:244::/56', 64]);
   });
 });
