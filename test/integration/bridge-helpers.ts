@@ -6,7 +6,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { OUR_BIN, GO_BIN, ROOT, sh, type PluginRun } from './helpers';
+import { OUR_BIN, GO_BIN, ROOT, runProcess, sh, type PluginRun } from './helpers';
 
 export { OUR_BIN, GO_BIN, ROOT, sh };
 export const OUR_BRIDGE = join(OUR_BIN, 'bridge');
@@ -167,26 +167,7 @@ export interface IpLinkJson {
 
 /** Spawns `nsenter --net=<hostns> file` with env and stdin (like a runtime calling a plugin). */
 export function runIn(hostPath: string, file: string, env: Record<string, string>, stdin: string): Promise<PluginRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('nsenter', [`--net=${hostPath}`, '--', file], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const stdout = Buffer.concat(out).toString();
-      let json: unknown;
-      try {
-        json = stdout.trim() ? JSON.parse(stdout) : undefined;
-      } catch {
-        json = undefined;
-      }
-      resolve({ code: code ?? -1, stdout, stderr: Buffer.concat(err).toString(), json });
-    });
-    child.stdin.on('error', () => {});
-    child.stdin.end(stdin);
-  });
+  return runProcess(['nsenter', `--net=${hostPath}`, '--', file], env, stdin);
 }
 
 /** Global addresses (CIDR) of a link. */

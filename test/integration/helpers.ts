@@ -27,12 +27,10 @@ export interface PluginEnv {
   [key: string]: string | undefined;
 }
 
-/** Runs a plugin executable with a clean CNI environment and `conf` on stdin. */
-export function runPlugin(file: string, env: PluginEnv, conf: unknown): Promise<PluginRun> {
+/** Runs argv with exactly `env` and `stdin`; resolves with the outcome (never rejects on an exit code). */
+export function runProcess(argv: readonly string[], env: Record<string, string>, stdin: string): Promise<PluginRun> {
   return new Promise((resolvePromise, reject) => {
-    const fullEnv: Record<string, string> = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
-    for (const [k, v] of Object.entries(env)) if (v !== undefined) fullEnv[k] = v;
-    const child = spawn(file, [], { env: fullEnv, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(argv[0], argv.slice(1), { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
@@ -49,8 +47,25 @@ export function runPlugin(file: string, env: PluginEnv, conf: unknown): Promise<
       resolvePromise({ code: code ?? -1, stdout, stderr: Buffer.concat(err).toString(), json });
     });
     child.stdin.on('error', () => {});
-    child.stdin.end(typeof conf === 'string' ? conf : JSON.stringify(conf));
+    child.stdin.end(stdin);
   });
+}
+
+/** The environment a runtime gives a plugin: PATH and the CNI_* values, nothing else. */
+function cleanEnv(env: PluginEnv): Record<string, string> {
+  const full: Record<string, string> = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) full[k] = v;
+  return full;
+}
+
+/** Runs a plugin executable with a clean CNI environment and `conf` on stdin. */
+export function runPlugin(file: string, env: PluginEnv, conf: unknown): Promise<PluginRun> {
+  return runProcess([file], cleanEnv(env), typeof conf === 'string' ? conf : JSON.stringify(conf));
+}
+
+/** The same, with the plugin itself running inside the network namespace at `nsPath` (a test's "host"). */
+export function runPluginIn(nsPath: string, file: string, env: PluginEnv, conf: unknown): Promise<PluginRun> {
+  return runProcess(['nsenter', `--net=${nsPath}`, '--', file], cleanEnv(env), typeof conf === 'string' ? conf : JSON.stringify(conf));
 }
 
 /** A temporary directory removed by the returned cleanup function. */
