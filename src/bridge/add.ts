@@ -219,7 +219,9 @@ async function setupHost(
     iVlanGw = at(vethAdd({ name: vlanGatewayPeerName(cfg.bridge, cfg.vlan), peer: vlanGw, master: cfg.bridge, up: true, mtu: cfg.mtu || undefined }));
     at(linkSet(vlanGw, { up: true }));
   }
-  for (const g of gateways) at(addrReplace(gwDev, g.cidr));
+  // The gateway address is ours by configuration and shared by every port: DAD
+  // on it would only keep the first pod from its IPv6 gateway for a second or two.
+  for (const g of gateways) at(addrReplace(gwDev, g.cidr, g.family === 6 ? { nodad: true } : {}));
   const iShowBridge = at(showDev(cfg.bridge));
   const iShowVeth = at(showDev(hostVeth));
   const iShowGw = vlanGw ? at(showDev(vlanGw)) : -1;

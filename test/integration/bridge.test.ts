@@ -222,6 +222,11 @@ describe('port features', () => {
     await add(c, a, 'a');
     expect(lab.in(a, ['cat', '/proc/sys/net/ipv6/conf/eth0/accept_dad']).trim()).toBe('0');
     expect(JSON.stringify(lab.link(a, 'eth0')!.addr_info)).not.toContain('tentative');
+    // nor on the bridge's gateway address, so the first pod reaches its gateway at once
+    const gw = lab.link(lab.host, 'brtnodad')!.addr_info.find((x) => x.family === 'inet6' && x.scope === 'global');
+    expect(gw).toMatchObject({ prefixlen: 64 });
+    expect(JSON.stringify(gw)).not.toContain('tentative');
+    expect(lab.ping(a, gw!.local)).toBe(true);
     await del(c, a, 'a');
   });
 });

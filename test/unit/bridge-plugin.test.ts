@@ -129,7 +129,7 @@ describe('ADD', () => {
       expect.arrayContaining(['net/ipv6/conf/lo/disable_ipv6=0', 'net/ipv6/conf/eth0/disable_ipv6=0']),
     );
     const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
-    expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0', 'addr replace fd77:9::1/64 dev brunit0']));
+    expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0', 'addr replace fd77:9::1/64 dev brunit0 nodad']));
   });
 
   it('computes the gateway when the IPAM gives none, and prints older result versions', async () => {
