@@ -4,7 +4,7 @@
 // One family at a time: flannel.<VNI> carries IPv4 (BackendData, PublicIP),
 // flannel-v6.<VNI> IPv6 (BackendV6Data, PublicIPv6); the same code serves both.
 import { IP, Prefix } from '../net/ip';
-import { batch } from '../iproute/exec';
+import { runBatchOrThrow } from '../iproute/batch';
 import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../iproute/fdb';
 import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../iproute/neigh';
 import { RouteEntry, listRoutes, routeDel, routeReplaceOnlink } from '../iproute/vxlan';
@@ -161,7 +161,7 @@ export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4)
 
 /** Applies a plan in its order: neighbours before FDB before routes, removals the other way round. */
 export async function applyPlan(plan: Plan, netns?: string): Promise<void> {
-  await batch('ip', plan.ipFirst, { netns });
-  await batch('bridge', plan.bridge, { netns });
-  await batch('ip', plan.ipLast, { netns });
+  await runBatchOrThrow('ip', plan.ipFirst, { netns });
+  await runBatchOrThrow('bridge', plan.bridge, { netns });
+  await runBatchOrThrow('ip', plan.ipLast, { netns });
 }

@@ -4,7 +4,7 @@
 // replaced when it is not, and given exactly its subnet's network address
 // (/32 or /128), its MTU and its MAC.
 import { IP } from '../net/ip';
-import { batch } from '../iproute/exec';
+import { runBatchOrThrow } from '../iproute/batch';
 import { LinkState, VxlanSpec, createVxlan, deleteLink, getLink, vxlanMismatch } from '../iproute/vxlan';
 
 export const vtepName = (vni: number) => `flannel.${vni}`;
@@ -47,7 +47,7 @@ export async function ensureVtep(spec: VxlanSpec, address: string, netns?: strin
   // nodad: the address is ours by lease, and a tentative address could not be used for a second or two
   if (!ours.some((a) => text(a) === want)) lines.push(['addr', 'replace', want, 'dev', spec.name, ...(v6 ? ['nodad'] : [])]);
   if (!state?.up) lines.push(['link', 'set', spec.name, 'up']);
-  await batch('ip', lines, { netns });
+  await runBatchOrThrow('ip', lines, { netns });
   return { created, ...(replaced ? { replaced } : {}) };
 }
 

@@ -137,6 +137,16 @@ export function splitJson(text: string): unknown[] {
   return values;
 }
 
+/**
+ * Runs `lines` like runBatch (every line is tried) and then throws the first
+ * failed line: for callers whose lines must all succeed.
+ */
+export async function runBatchOrThrow(program: 'ip' | 'bridge', lines: readonly Line[], opts: BatchOptions = {}): Promise<BatchResult> {
+  const res = await runBatch(program, lines, opts);
+  throwOnError(program, lines, res);
+  return res;
+}
+
 /** Throws the first failing line's error as an Error naming the command. */
 export function throwOnError(program: string, lines: readonly Line[], res: BatchResult, ignore?: (i: number, msg: string) => boolean): void {
   res.errors.forEach((msg, i) => {

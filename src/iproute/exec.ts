@@ -69,22 +69,6 @@ export async function exec(argv: readonly string[], opts: ExecOptions = {}): Pro
   return result;
 }
 
-/**
- * Runs many `ip` (or `bridge`) commands in one process with -batch. Each line
- * is an argv without the program name; words must not contain whitespace
- * (names and addresses are validated before they get here).
- */
-export async function batch(program: 'ip' | 'bridge', lines: readonly (readonly string[])[], opts: ExecOptions = {}): Promise<void> {
-  if (lines.length === 0) return;
-  for (const line of lines) {
-    for (const word of line) {
-      // -batch splits on whitespace, unquotes, and drops everything after '#'
-      if (word === '' || /\s|"|'|\\|#/.test(word)) throw new Error(`unsafe word in ${program} batch: ${JSON.stringify(word)}`);
-    }
-  }
-  await exec([program, '-batch', '-'], { ...opts, input: lines.map((l) => l.join(' ')).join('\n') + '\n' });
-}
-
 /** Runs `ip -json ...` and parses the output. */
 export async function ipJson<T = unknown>(args: readonly string[], opts: ExecOptions = {}): Promise<T> {
   const { stdout } = await exec(['ip', '-json', ...args], opts);

@@ -1,7 +1,7 @@
 // VXLAN devices and the routes an overlay puts on them: reading their state
 // (`ip -json -details`) and the command lines that create or change them.
 import { IP } from '../net/ip';
-import { CommandError, batch, exec, ipJson } from './exec';
+import { CommandError, exec, ipJson } from './exec';
 
 export interface AddrInfo {
   family: string;
@@ -130,4 +130,3 @@ export async function listRoutes(dev: string, netns?: string, family: 4 | 6 = 4)
 export const routeReplaceOnlink = (dst: string, via: string, dev: string) => ['route', 'replace', dst, 'via', via, 'dev', dev, 'onlink'];
 export const routeDel = (dst: string, dev: string) => ['route', 'del', dst, 'dev', dev];
 
-export { batch };

@@ -8,7 +8,7 @@
 import { ChildProcess, spawn, execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { OUR_BIN, ROOT, sh, tempDir } from './helpers';
+import { OUR_BIN, ROOT, runProcess, sh, tempDir, type PluginRun } from './helpers';
 import { Prefix } from '../../src/net/ip';
 
 export const FLANNEL = join(OUR_BIN, 'vxlan-flannel');
@@ -19,12 +19,6 @@ export const FLANNEL = join(OUR_BIN, 'vxlan-flannel');
  */
 export const BRIDGE = process.env.FLANNEL_TEST_BRIDGE ?? join(OUR_BIN, 'bridge');
 
-/** Builds bin/bridge when `make build` did not (it is not in every PLUGINS list yet). */
-function ensureBridgeBuilt(): void {
-  if (BRIDGE !== join(OUR_BIN, 'bridge') || existsSync(BRIDGE)) return;
-  process.stdout.write('bin/bridge is not built: building it with `node build.mjs bridge`\n');
-  execFileSync('node', ['build.mjs', 'bridge'], { cwd: ROOT, stdio: 'inherit' });
-}
 export const UNDERLAY_PREFIX = '192.168.88';
 /** Every host also has an IPv6 underlay address, fd88:88::<octet>/64 (a ULA, inside the test namespaces only). */
 export const UNDERLAY6_PREFIX = 'fd88:88::';
@@ -81,38 +75,11 @@ export interface Pod {
   result: any;
 }
 
-export interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-  json: any;
-}
+export type RunResult = PluginRun;
 
 /** Runs argv inside a namespace with env and stdin; resolves with the outcome (never rejects on exit codes). */
 export function runIn(nsPath: string, argv: string[], env: Record<string, string> = {}, stdin = ''): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('nsenter', [`--net=${nsPath}`, '--', ...argv], {
-      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const stdout = Buffer.concat(out).toString();
-      let json: unknown;
-      try {
-        json = stdout.trim() ? JSON.parse(stdout) : undefined;
-      } catch {
-        json = undefined;
-      }
-      resolve({ code: code ?? -1, stdout, stderr: Buffer.concat(err).toString(), json });
-    });
-    child.stdin.on('error', () => {});
-    child.stdin.end(stdin);
-  });
+  return runProcess(['nsenter', `--net=${nsPath}`, '--', ...argv], { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env }, stdin);
 }
 
 export class Topology {
@@ -126,7 +93,6 @@ export class Topology {
   private podSeq = 0;
 
   constructor(readonly prefix: string) {
-    ensureBridgeBuilt();
     if (!existsSync(BRIDGE)) throw new Error(`bridge delegate ${BRIDGE} does not exist`);
     process.stdout.write(`[${prefix}] delegate bridge plugin: ${BRIDGE}\n`);
     this.tmp = tempDir(`flannel-${prefix}`);
@@ -323,11 +289,23 @@ export class Topology {
   }
 
   /** One ping from a pod (or host) namespace; true when answered. */
-  async ping(from: { path: string }, to: string, opts: { size?: number; dontFragment?: boolean; timeoutS?: number } = {}): Promise<boolean> {
+  /**
+   * One echo request, tried up to `attempts` times (default 3): right after the
+   * first ADD on a node, IPv6 neighbour discovery across a brand-new bridge can
+   * lose the very first packet. Pass attempts: 1 where a ping must fail.
+   */
+  async ping(
+    from: { path: string },
+    to: string,
+    opts: { size?: number; dontFragment?: boolean; timeoutS?: number; attempts?: number } = {},
+  ): Promise<boolean> {
     const args = ['ping', '-n', '-q', '-c', '1', '-W', String(opts.timeoutS ?? 2)];
     if (opts.size !== undefined) args.push('-s', String(opts.size));
     if (opts.dontFragment) args.push('-M', 'do');
-    return (await runIn(from.path, [...args, to])).code === 0;
+    for (let i = 0; i < (opts.attempts ?? 3); i++) {
+      if ((await runIn(from.path, [...args, to])).code === 0) return true;
+    }
+    return false;
   }
 
   json<T = any>(ns: string, args: string): T {
