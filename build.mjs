@@ -1,12 +1,15 @@
 // Bundles each plugin into one self-contained executable under bin/.
 //
 // Every CNI call is a fresh process, and V8 parses every function in the file
-// it loads, run or not. So the operator CLI (commander, and for vxlan-flannel
-// the daemon with its etcd/grpc client) is bundled separately and embedded as a
-// string, compiled only when the executable runs as a CLI: a CNI call parses
-// just the plugin's own code.
+// it loads, run or not. So:
+// - the operator CLI (commander, and for vxlan-flannel the daemon with its
+//   etcd/grpc client) is bundled separately and embedded as a string, compiled
+//   only when the executable runs as a CLI: a CNI call parses just plugin code;
+// - the plugin bundle itself is embedded as a string in a small loader
+//   (src/boot/code-cache.ts) that compiles it with a V8 code cache.
 import { build } from 'esbuild';
-import { chmodSync, existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 
 const plugins = process.argv.slice(2).length ? process.argv.slice(2) : ['host-local'];
 const version = JSON.stringify(process.env.npm_package_version ?? '0.1.0');
@@ -32,14 +35,22 @@ async function cliSource(name) {
 
 await Promise.all(
   plugins.map(async (name) => {
-    const outfile = `bin/${name}`;
-    await build({
+    const plugin = await build({
       ...common,
       entryPoints: [`src/cmd/${name}.ts`],
-      outfile,
-      banner: { js: '#!/usr/bin/env node' },
+      write: false,
       define: { __VERSION__: version, __CLI_SOURCE__: JSON.stringify(await cliSource(name)) },
     });
+    const payload = plugin.outputFiles[0].text;
+    const id = `${name}-${createHash('sha256').update(payload).digest('hex').slice(0, 16)}`;
+    const loader = await build({
+      ...common,
+      entryPoints: ['src/boot/code-cache.ts'],
+      write: false,
+      define: { __PAYLOAD__: JSON.stringify(payload), __PAYLOAD_ID__: JSON.stringify(id) },
+    });
+    const outfile = `bin/${name}`;
+    writeFileSync(outfile, '#!/usr/bin/env node\n' + loader.outputFiles[0].text);
     chmodSync(outfile, 0o755);
   }),
 );
