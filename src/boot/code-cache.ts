@@ -58,8 +58,16 @@ function write(dir: string, name: string, data: Buffer): void {
   }
 }
 
-const dir = cacheDir();
-const name = `${__PAYLOAD_ID__}-${process.version}-${process.arch}-${process.env.CNI_COMMAND || 'cli'}.v8`;
+/** One cache per command (each compiles different functions); unknown commands get none. */
+function cacheKind(): string | undefined {
+  const command = process.env.CNI_COMMAND;
+  if (command === undefined) return 'cli';
+  return ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION'].includes(command) ? command : undefined;
+}
+
+const kind = cacheKind();
+const dir = kind ? cacheDir() : undefined;
+const name = `${__PAYLOAD_ID__}-${process.version}-${process.arch}-${kind}.v8`;
 const cached = dir && trusted(dir) ? read(join(dir, name)) : undefined;
 const script = new Script(`(function (exports, require, module, __filename, __dirname) {${__PAYLOAD__}\n})`, {
   filename: __filename,

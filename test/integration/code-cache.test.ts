@@ -60,6 +60,13 @@ describe('V8 code cache', () => {
     expect(cacheFiles()).toEqual([]);
   });
 
+  it('only the CNI commands get a cache file (the name never comes from the environment as is)', async () => {
+    const r = await runPlugin(OURS, { ...env('ADD', 'a'), CNI_COMMAND: '../../escape' }, conf());
+    expect(r.json.code).toBe(4);
+    expect(cacheFiles()).toEqual([]);
+    expect(fs.existsSync(join(tmp.path, 'escape.v8'))).toBe(false);
+  });
+
   it('"off" disables it', async () => {
     const r = await runPlugin(OURS, { ...env('ADD', 'a'), CNI_TS_CODE_CACHE_DIR: 'off' }, conf());
     expect(r.code).toBe(0);
