@@ -1,6 +1,7 @@
 // The process boundary of every plugin: read the invocation and config,
 // dispatch the command, print the result or the error object, pick the exit code.
 import { readFileSync, writeSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { CniError, ErrorCode, asCniError } from './errors';
 import { Command, Invocation, readInvocation } from './env';
 import { NetConf, configVersion, decodeJson, parseNetConf } from './config';
@@ -86,14 +87,19 @@ function requireCommandAllowed(command: Command, version: string): void {
   }
 }
 
-/** VERSION ignores everything but an optional cniVersion on stdin. */
+/**
+ * VERSION answers whatever stdin holds: an optional config whose cniVersion,
+ * when supported, is echoed; anything else (nothing, a terminal, garbage)
+ * gets the latest version, as the reference plugins ignore stdin here.
+ */
 function versionInfo(stdin: () => string): Record<string, unknown> {
-  let cniVersion = LATEST_VERSION;
-  if (!process.stdin.isTTY) {
-    const raw = stdin().trim();
-    if (raw) {
-      const asked = configVersion(decodeJson(raw));
+  let cniVersion: string = LATEST_VERSION;
+  if (!isatty(0)) {
+    try {
+      const asked = configVersion(decodeJson(stdin()));
       if (isSupported(asked)) cniVersion = asked;
+    } catch {
+      // not a config: the latest version it is
     }
   }
   return { cniVersion, supportedVersions: SUPPORTED_VERSIONS };

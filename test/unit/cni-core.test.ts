@@ -79,6 +79,14 @@ describe('dispatch (skel.handle)', () => {
     expect(JSON.parse(out.stdout)).toMatchObject({ cniVersion: '0.4.0', ips: [{ version: '4', address: '10.0.0.2/24' }] });
   });
 
+  it('VERSION answers even without a usable config on stdin', async () => {
+    for (const stdin of ['', 'garbage', '{"cniVersion":"9.9.9"}']) {
+      const out = await run('VERSION', stdin);
+      expect(out.exitCode).toBe(0);
+      expect(JSON.parse(out.stdout).cniVersion).toBe('1.1.0');
+    }
+  });
+
   it('VERSION lists every supported version', async () => {
     const out = await run('VERSION', '{"cniVersion":"0.3.1"}');
     expect(JSON.parse(out.stdout)).toEqual({ cniVersion: '0.3.1', supportedVersions: ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] });
