@@ -11,7 +11,7 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
-import { removeFile, removeTree } from '../util/fs';
+import { readIfExists, removeFile, removeTree } from '../util/fs';
 import { sha256Hex } from '../util/sha256';
 import { DiskStore, Owner, Reservation } from './disk';
 
@@ -30,6 +30,9 @@ function keyOf(o: Owner): string {
   const name = o.ifname === undefined ? o.containerId : `${o.containerId}@${Buffer.from(o.ifname).toString('hex')}`;
   return name.length <= 200 ? name : '#' + sha256Hex(name);
 }
+
+/** The index cannot be trusted (an entry was damaged behind our back): rebuild it and try again. */
+export class StaleIndexError extends Error {}
 
 export class AttachmentIndex {
   private readonly entriesDir: string;
@@ -87,12 +90,13 @@ export class AttachmentIndex {
 
   /** Addresses the index says `owner` holds (callers verify them against the files). */
   get(owner: Owner): IP[] {
+    const text = readIfExists(join(this.entriesDir, keyOf(owner)));
+    if (text === undefined) return [];
     let entry: Entry;
     try {
-      entry = JSON.parse(fs.readFileSync(join(this.entriesDir, keyOf(owner)), 'utf8')) as Entry;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
+      entry = JSON.parse(text) as Entry;
+    } catch {
+      throw new StaleIndexError(`index entry for ${owner.containerId} is not JSON`);
     }
     return entry.ips.map((s) => IP.parse(s)).filter((ip): ip is IP => ip !== undefined);
   }

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
 import { DiskStore, Owner, ownerEquals } from './disk';
-import { AttachmentIndex } from './index';
+import { AttachmentIndex, StaleIndexError } from './index';
 import { withLock } from './lock';
 import { ensureDir } from '../util/fs';
 
@@ -38,7 +38,14 @@ export class NetworkPool {
       this.store.discardStaged(); // a call killed mid-ADD may have left one
       try {
         await this.index.open();
-        return await fn();
+        try {
+          return await fn();
+        } catch (err) {
+          if (!(err instanceof StaleIndexError)) throw err;
+          process.stderr.write(`host-local: ${err.message}; rebuilding the index\n`);
+          await this.index.rebuild(await this.store.scan());
+          return await fn();
+        }
       } finally {
         this.store.discardStaged();
       }

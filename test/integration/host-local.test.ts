@@ -177,6 +177,16 @@ describe('DEL', () => {
     expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
   });
 
+  it('a damaged index entry is rebuilt from the reservation files, and DEL still releases', async () => {
+    await runPlugin(OURS, env('ADD', 'dmg'), conf());
+    const entries = join(dataDir, '.cni-ts', 'hlnet', 'attachments');
+    fs.writeFileSync(join(entries, fs.readdirSync(entries)[0]), '{"torn'); // the stamp still says "fresh"
+    const r = await runPlugin(OURS, env('DEL', 'dmg'), conf());
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stderr).toMatch(/rebuilding the index/);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+  });
+
   it('releases legacy files that hold only the container ID', async () => {
     fs.mkdirSync(netDir(), { recursive: true });
     fs.writeFileSync(join(netDir(), '10.70.0.33'), 'legacy-ctr');
