@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
-import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
+import { ensureDir, readIfExists, removeFile } from '../util/fs';
 
 export const LINE_BREAK = '\r\n';
 const LAST_RESERVED_PREFIX = 'last_reserved_ip.';
@@ -128,8 +128,13 @@ export class DiskStore {
     return text === undefined ? undefined : IP.parse(text.trim());
   }
 
+  /**
+   * Written in place, as the reference does: it is only where the next search
+   * starts, and a torn one reads as "none" (start of the range), so a temp
+   * file and rename (~0.5 ms each on every ADD) would buy nothing.
+   */
   setLastReserved(rangeSet: number, ip: IP): void {
-    writeFileAtomic(join(this.dir, LAST_RESERVED_PREFIX + rangeSet), ip.toString());
+    fs.writeFileSync(join(this.dir, LAST_RESERVED_PREFIX + rangeSet), ip.toString(), { mode: 0o600 });
   }
 
   /** Every reservation file, read in chunks that let timers (the lock's heartbeat) run. */
