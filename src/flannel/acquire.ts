@@ -77,7 +77,8 @@ export async function acquireLease(
     if (own.length > 0) {
       if (own.length > 1) opts.log?.(`several leases carry ${me}: ${own.map(describeSubnets).join(', ')}; reusing ${describeSubnets(own[0])}`);
       const { subnet, ipv6Subnet } = own[0];
-      if (await store.renew(own[0], attrs, opts.ttlS, encodeAttrs(own[0].attrs))) return { subnet, ipv6Subnet, value, how: 'reused' };
+      // guarded by the value as stored (flanneld's spelling, or a hand-written one), not our re-encoding of it
+      if (await store.renew(own[0], attrs, opts.ttlS, own[0].raw ?? encodeAttrs(own[0].attrs))) return { subnet, ipv6Subnet, value, how: 'reused' };
       continue; // changed under us: look again
     }
     // Our lease from before a config change (IPv6 switched on, other pools): as

@@ -69,6 +69,7 @@ export class Daemon {
   private sides: Side[] = [];
   private subnets: LeaseSubnets = {};
   private attrs!: LeaseAttrs;
+  /** Our lease's value as last seen in the store (or as we wrote it): what a renewal is guarded by. */
   private leaseValue = '';
   private renewAt = 0;
   private leases: Lease[] = [];
@@ -379,7 +380,12 @@ export class Daemon {
   private async checkOwnLease(): Promise<void> {
     const key = leaseKey(this.subnets);
     const ours = this.leases.find((l) => leaseKey(l) === key);
-    if (ours && encodeAttrs(ours.attrs) === this.leaseValue) return;
+    const mine = encodeAttrs(this.attrs);
+    if (ours && encodeAttrs(ours.attrs) === mine) {
+      // ours, whatever its spelling: the next renewal is guarded by the value as stored
+      this.leaseValue = ours.raw ?? mine;
+      return;
+    }
     const me = identity(this.cfg, this.attrs)!;
     const holder = ours && identity(this.cfg, ours.attrs);
     if (ours && !holder?.equals(me)) {
@@ -387,9 +393,10 @@ export class Daemon {
       return;
     }
     const ok = ours
-      ? await this.store.renew(this.subnets, this.attrs, this.opts.leaseTtlS, encodeAttrs(ours.attrs))
+      ? await this.store.renew(this.subnets, this.attrs, this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
       : await this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS);
     if (ok) {
+      this.leaseValue = mine;
       this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
       this.log(`lease ${this.leaseName} was ${ours ? 'changed' : 'gone'} in the store: written again`);
       const { leases } = await this.store.list();

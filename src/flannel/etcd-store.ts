@@ -92,7 +92,8 @@ export class EtcdStore implements LeaseStore {
         continue;
       }
       try {
-        const lease: Lease = { ...subnets, attrs: decodeAttrs(kv.value.toString()) };
+        const raw = kv.value.toString();
+        const lease: Lease = { ...subnets, attrs: decodeAttrs(raw), raw };
         out.leases.push(lease);
       } catch (err) {
         out.bad.push({ key: name, why: (err as Error).message });
@@ -151,6 +152,7 @@ export class EtcdStore implements LeaseStore {
     });
   }
 
+  /** Guarded by the value exactly as stored (`expectedValue` is a Lease's `raw`, or what we wrote). */
   async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     return this.call(async () => {
       const id = await this.grant(ttlS);

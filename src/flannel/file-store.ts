@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { withLock } from '../ipam/lock';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
-import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from './lease';
+import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, sameAttrs, taken } from './lease';
 import type { LeaseStore, ListResult } from './store';
 
 const LOCK_TIMEOUT_MS = 15_000;
@@ -55,7 +55,7 @@ export class FileStore implements LeaseStore {
         expiration = Date.parse(exp);
         if (Number.isNaN(expiration)) return { why: `"Expiration" ${JSON.stringify(exp)} is not a time` };
       }
-      return { lease: { ...subnets, attrs, ...(expiration !== undefined ? { expiration } : {}) }, raw };
+      return { lease: { ...subnets, attrs, ...(expiration !== undefined ? { expiration } : {}), raw }, raw };
     } catch (err) {
       return { why: (err as Error).message };
     }
@@ -102,9 +102,9 @@ export class FileStore implements LeaseStore {
 
   async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     return this.locked(() => {
-      const { lease } = this.readLease(leaseKey(subnets));
+      const { lease, raw } = this.readLease(leaseKey(subnets));
       const live = lease && (lease.expiration === undefined || lease.expiration > Date.now());
-      if (live && expectedValue !== undefined && encodeAttrs(lease.attrs) !== expectedValue) return false;
+      if (live && expectedValue !== undefined && !sameAttrs(raw!, expectedValue)) return false;
       writeFileAtomic(join(this.subnetsDir, leaseKey(subnets)), this.encode(attrs, ttlS), { mode: 0o644, durable: true });
       return true;
     });

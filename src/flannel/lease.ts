@@ -33,6 +33,12 @@ export interface Lease extends LeaseSubnets {
   attrs: LeaseAttrs;
   /** When it expires (ms since the epoch); undefined when it never does. */
   expiration?: number;
+  /**
+   * The value exactly as the store holds it (flanneld writes `"PublicIPv6":null`,
+   * a hand-written lease may have any spacing): a guarded rewrite compares
+   * against this, never against our own re-encoding of `attrs`.
+   */
+  raw?: string;
 }
 
 const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
@@ -92,8 +98,11 @@ export function taken(subnet: Prefix, leases: readonly LeaseSubnets[]): boolean 
 export const sameSubnets = (a: LeaseSubnets, b: LeaseSubnets) => leaseKey(a) === leaseKey(b);
 
 /**
- * flanneld's JSON for a lease value, byte for byte (LeaseAttrs in Go struct
- * order, omitempty): PublicIP is always there ("0.0.0.0" on an IPv6-only node).
+ * The JSON we write for a lease value: flanneld's LeaseAttrs in Go struct
+ * order, compact; PublicIP is always there ("0.0.0.0" on an IPv6-only node).
+ * flanneld itself also writes "PublicIPv6":null (no omitempty): we leave it
+ * out, which flanneld reads the same. Never compare stored values with this
+ * re-encoding: keep a Lease's `raw`.
  */
 export function encodeAttrs(a: LeaseAttrs): string {
   const obj: Record<string, unknown> = { PublicIP: a.publicIP?.toString() ?? '0.0.0.0' };
@@ -115,6 +124,19 @@ function backendData(raw: Record<string, unknown>, field: 'BackendData' | 'Backe
     out.mac = data.VtepMAC.toLowerCase();
   }
   return out;
+}
+
+/**
+ * Whether two lease values carry the same attributes, however they are
+ * spelled (field order, spacing, `"PublicIPv6":null`, MAC case, extra fields
+ * such as the file store's "Expiration"). Unreadable values are never the same.
+ */
+export function sameAttrs(a: string, b: string): boolean {
+  try {
+    return encodeAttrs(decodeAttrs(a)) === encodeAttrs(decodeAttrs(b));
+  } catch {
+    return false;
+  }
 }
 
 /** Reads a lease value; throws with a message naming the bad field. */

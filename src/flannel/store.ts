@@ -31,7 +31,10 @@ export interface LeaseStore {
   create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean>;
   /**
    * Re-writes our own lease with a fresh TTL. `expectedValue` is the value we
-   * last saw (or wrote): if someone else took the subnet meanwhile, it fails (false).
+   * last saw as stored (a listed Lease's `raw`, or what we wrote ourselves):
+   * if the key now holds anything else, it fails (false). etcd compares the
+   * bytes; the file store compares the attributes (its files also carry the
+   * expiry, which every renewal changes).
    */
   renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean>;
   remove(subnets: LeaseSubnets): Promise<void>;

@@ -213,6 +213,27 @@ describe('vxlan-flannel with etcd', () => {
     }, 3000, 20);
   });
 
+  it('a node whose own lease was written by flanneld ("PublicIPv6":null, its spelling) starts and keeps that subnet', async () => {
+    const n5 = topo.addHost('n5', 5);
+    const grant = await topo.etcdctl(['lease', 'grant', '600']);
+    const leaseId = /lease ([0-9a-f]+) granted/.exec(grant.stdout)![1];
+    // exactly what flanneld v0.2x puts: PublicIPv6 has no omitempty
+    const value = `{"PublicIP":"${n5.ip}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:7b:05"}}`;
+    const put = await topo.etcdctl(['put', `${PREFIX}/subnets/10.88.123.0-24`, value, `--lease=${leaseId}`]);
+    expect(put.code, put.stderr).toBe(0);
+    const d5 = topo.startDaemon(n5, store, ['--release-on-exit']);
+    try {
+      const s5 = await topo.waitSubnet(d5);
+      expect(s5.subnet, d5.log()).toBe('10.88.123.0/24');
+      expect(d5.log()).toMatch(/lease 10.88.123.0\/24 \(reused\)/);
+      expect(vtepMac(n5)).toBe('0a:58:0a:58:7b:05'); // the MAC the lease advertised: no peer needs a change
+      expect(await leaseOf('10.88.123.0/24')).toEqual({ PublicIP: n5.ip, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: '0a:58:0a:58:7b:05' } });
+    } finally {
+      expect(await topo.stopDaemon(d5)).toBe(0);
+    }
+    expect(await leaseOf('10.88.123.0/24')).toBeUndefined();
+  });
+
   it('etcd down: clear log lines, the overlay keeps working; etcd back: the daemons carry on', async () => {
     await topo.stopEtcd();
     await waitFor('d1 to notice etcd is down', () => /unreachable/.test(d1.log()) && /keeping the overlay/.test(d1.log()), 15_000, 200);
