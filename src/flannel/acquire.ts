@@ -15,6 +15,8 @@ export interface Acquired extends LeaseSubnets {
   /** The lease value as written, for guarded renewals. */
   value: string;
   how: 'reused' | 'previous' | 'new';
+  /** A reservation (no TTL) was adopted: it stays one and is never renewed. */
+  permanent?: boolean;
 }
 
 const MAX_ATTEMPTS = 20;
@@ -76,9 +78,12 @@ export async function acquireLease(
     const own = mine.filter((l) => fitsConfig(cfg, l));
     if (own.length > 0) {
       if (own.length > 1) opts.log?.(`several leases carry ${me}: ${own.map(describeSubnets).join(', ')}; reusing ${describeSubnets(own[0])}`);
-      const { subnet, ipv6Subnet } = own[0];
-      // guarded by the value as stored (flanneld's spelling, or a hand-written one), not our re-encoding of it
-      if (await store.renew(own[0], attrs, opts.ttlS, own[0].raw ?? encodeAttrs(own[0].attrs))) return { subnet, ipv6Subnet, value, how: 'reused' };
+      const { subnet, ipv6Subnet, permanent } = own[0];
+      // A reservation stays one (as flanneld: no TTL). The write is guarded by the
+      // value as stored (flanneld's spelling, or a hand-written one), not our re-encoding of it.
+      if (await store.renew(own[0], attrs, permanent ? 0 : opts.ttlS, own[0].raw ?? encodeAttrs(own[0].attrs))) {
+        return { subnet, ipv6Subnet, value, how: 'reused', ...(permanent ? { permanent } : {}) };
+      }
       continue; // changed under us: look again
     }
     // Our lease from before a config change (IPv6 switched on, other pools): as

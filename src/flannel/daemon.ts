@@ -72,6 +72,8 @@ export class Daemon {
   /** Our lease's value as last seen in the store (or as we wrote it): what a renewal is guarded by. */
   private leaseValue = '';
   private renewAt = 0;
+  /** Our lease is a reservation (no TTL, as flannel keeps them): it is never renewed, and re-written without a TTL. */
+  private permanent = false;
   private leases: Lease[] = [];
   private stopWatch?: () => void;
   private timer?: NodeJS.Timeout;
@@ -191,6 +193,7 @@ export class Daemon {
     });
     this.subnets = { subnet: acquired.subnet, ipv6Subnet: acquired.ipv6Subnet };
     this.leaseValue = acquired.value;
+    this.permanent = !!acquired.permanent;
     this.renewAt = Date.now() + (o.leaseTtlS - renewMarginS(o.leaseTtlS)) * 1000;
     this.sides = bases.map(({ family, pool, publicIP, ...spec }) => ({
       family,
@@ -199,7 +202,7 @@ export class Daemon {
       subnet: (family === 4 ? acquired.subnet : acquired.ipv6Subnet)!,
       spec: { ...spec, mac: (family === 4 ? this.attrs.vtepMAC : this.attrs.v6VtepMAC)! },
     }));
-    this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
+    this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}${this.permanent ? ', a reservation: kept without a TTL' : ''}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
 
     const created: string[] = [];
     try {
@@ -283,7 +286,7 @@ export class Daemon {
     } catch (err) {
       this.logOnce(`cannot expire old leases: ${(err as Error).message}`, 'expire');
     }
-    if (Date.now() >= this.renewAt) await this.renew();
+    if (!this.permanent && Date.now() >= this.renewAt) await this.renew();
     if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.logOnce(`cannot turn IPv6 forwarding on: ${(err as Error).message}`, 'fwd6'));
     await this.sync('periodic reconcile');
   }
@@ -384,6 +387,7 @@ export class Daemon {
     if (ours && encodeAttrs(ours.attrs) === mine) {
       // ours, whatever its spelling: the next renewal is guarded by the value as stored
       this.leaseValue = ours.raw ?? mine;
+      this.permanent = !!ours.permanent; // an operator may turn it into a reservation, or back
       return;
     }
     const me = identity(this.cfg, this.attrs)!;
@@ -393,10 +397,11 @@ export class Daemon {
       return;
     }
     const ok = ours
-      ? await this.store.renew(this.subnets, this.attrs, this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
+      ? await this.store.renew(this.subnets, this.attrs, ours.permanent ? 0 : this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
       : await this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS);
     if (ok) {
       this.leaseValue = mine;
+      this.permanent = !!ours?.permanent; // a reservation re-written stays one; a re-created lease has a TTL
       this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
       this.log(`lease ${this.leaseName} was ${ours ? 'changed' : 'gone'} in the store: written again`);
       const { leases } = await this.store.list();

@@ -93,7 +93,8 @@ export class EtcdStore implements LeaseStore {
       }
       try {
         const raw = kv.value.toString();
-        const lease: Lease = { ...subnets, attrs: decodeAttrs(raw), raw };
+        // lease "0": a key attached to no etcd lease, i.e. a flannel reservation
+        const lease: Lease = { ...subnets, attrs: decodeAttrs(raw), raw, ...(String(kv.lease) === '0' ? { permanent: true } : {}) };
         out.leases.push(lease);
       } catch (err) {
         out.bad.push({ key: name, why: (err as Error).message });
@@ -155,9 +156,11 @@ export class EtcdStore implements LeaseStore {
   /** Guarded by the value exactly as stored (`expectedValue` is a Lease's `raw`, or what we wrote). */
   async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     return this.call(async () => {
-      const id = await this.grant(ttlS);
+      // ttlS 0: a reservation, written as flannel keeps it, attached to no etcd lease
+      const id = ttlS > 0 ? await this.grant(ttlS) : undefined;
       const key = this.key(subnets);
-      const put = this.client.put(key).value(encodeAttrs(attrs)).lease(id);
+      const put = this.client.put(key).value(encodeAttrs(attrs));
+      if (id !== undefined) put.lease(id);
       const txn =
         expectedValue === undefined ? this.client.if(key, 'Create', '>', 0) : this.client.if(key, 'Value', '==', expectedValue);
       const res = await txn.then(put).commit();
@@ -165,9 +168,10 @@ export class EtcdStore implements LeaseStore {
         await this.revoke(id);
         return false;
       }
-      // The key now hangs on the new etcd lease; the old one would only expire.
+      // The key now hangs on the new etcd lease (or none); the old one would only expire.
       await this.revoke(this.held.get(key));
-      this.held.set(key, id);
+      if (id !== undefined) this.held.set(key, id);
+      else this.held.delete(key);
       return true;
     });
   }

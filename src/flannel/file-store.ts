@@ -55,7 +55,8 @@ export class FileStore implements LeaseStore {
         expiration = Date.parse(exp);
         if (Number.isNaN(expiration)) return { why: `"Expiration" ${JSON.stringify(exp)} is not a time` };
       }
-      return { lease: { ...subnets, attrs, ...(expiration !== undefined ? { expiration } : {}), raw }, raw };
+      // no expiry: a reservation (or a lease written by hand), kept without one
+      return { lease: { ...subnets, attrs, ...(expiration !== undefined ? { expiration } : { permanent: true }), raw }, raw };
     } catch (err) {
       return { why: (err as Error).message };
     }
@@ -81,7 +82,9 @@ export class FileStore implements LeaseStore {
     return out;
   }
 
+  /** The file: the lease JSON plus "Expiration", none for `ttlS` 0 (a reservation). */
   private encode(attrs: LeaseAttrs, ttlS: number): string {
+    if (ttlS === 0) return encodeAttrs(attrs);
     const obj = JSON.parse(encodeAttrs(attrs)) as Record<string, unknown>;
     obj.Expiration = new Date(Date.now() + ttlS * 1000).toISOString();
     return JSON.stringify(obj);

@@ -39,6 +39,12 @@ export interface Lease extends LeaseSubnets {
    * against this, never against our own re-encoding of `attrs`.
    */
   raw?: string;
+  /**
+   * Held without a TTL: a flannel reservation (an etcd key attached to no etcd
+   * lease; a lease file without "Expiration"). Adopting or re-writing it keeps
+   * it that way.
+   */
+  permanent?: boolean;
 }
 
 const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;

@@ -30,7 +30,8 @@ export interface LeaseStore {
    */
   create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean>;
   /**
-   * Re-writes our own lease with a fresh TTL. `expectedValue` is the value we
+   * Re-writes our own lease with a fresh TTL (`ttlS` 0: none, for a
+   * reservation, which stays one). `expectedValue` is the value we
    * last saw as stored (a listed Lease's `raw`, or what we wrote ourselves):
    * if the key now holds anything else, it fails (false). etcd compares the
    * bytes; the file store compares the attributes (its files also carry the

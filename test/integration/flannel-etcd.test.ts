@@ -234,6 +234,32 @@ describe('vxlan-flannel with etcd', () => {
     expect(await leaseOf('10.88.123.0/24')).toBeUndefined();
   });
 
+  it('a node with a flannel reservation (a key without an etcd lease) adopts it and it stays a reservation', async () => {
+    const n6 = topo.addHost('n6', 6);
+    const key = `${PREFIX}/subnets/10.88.124.0-24`;
+    const put = await topo.etcdctl(['put', key, `{"PublicIP":"${n6.ip}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:7c:06"}}`]);
+    expect(put.code, put.stderr).toBe(0);
+    const etcdLease = async () => {
+      const r = await topo.etcdctl(['get', key, '-w', 'json']);
+      const kv = JSON.parse(r.stdout).kvs?.[0];
+      return kv ? String(/"lease":(\d+)/.exec(r.stdout)?.[1] ?? 0) : 'gone';
+    };
+    // a short TTL: a lease would be renewed (re-attached to a new etcd lease) every few seconds
+    const d6 = topo.startDaemon(n6, store, ['--lease-ttl', '10']);
+    try {
+      expect((await topo.waitSubnet(d6)).subnet, d6.log()).toBe('10.88.124.0/24');
+      expect(await etcdLease()).toBe('0');
+      expect(d6.log()).toMatch(/lease 10.88.124.0\/24 \(reused, a reservation: kept without a TTL\)/);
+      await sleep(3000); // several reconciles, past the renewal time of a 10 s lease
+      expect(await etcdLease()).toBe('0');
+      expect(d6.log()).not.toMatch(/renewed lease/);
+    } finally {
+      expect(await topo.stopDaemon(d6)).toBe(0);
+    }
+    expect(await etcdLease()).toBe('0'); // kept for the next start, as flanneld does
+    await topo.etcdctl(['del', key]);
+  });
+
   it('etcd down: clear log lines, the overlay keeps working; etcd back: the daemons carry on', async () => {
     await topo.stopEtcd();
     await waitFor('d1 to notice etcd is down', () => /unreachable/.test(d1.log()) && /keeping the overlay/.test(d1.log()), 15_000, 200);

@@ -79,7 +79,7 @@ class MemStore implements LeaseStore {
         continue;
       }
       try {
-        out.leases.push({ ...subnets, attrs: decodeAttrs(e.raw), raw: e.raw });
+        out.leases.push({ ...subnets, attrs: decodeAttrs(e.raw), raw: e.raw, ...(e.lease === 0 ? { permanent: true } : {}) });
       } catch (err) {
         out.bad.push({ key, why: (err as Error).message });
       }
@@ -136,6 +136,20 @@ describe('acquiring a lease against etcd semantics', () => {
     expect([b.how, b.subnet?.toString()]).toEqual(['reused', '10.88.8.0/24']);
     // re-written in our spelling
     expect(store.entries.get('10.88.7.0-24')!.raw).toBe(encodeAttrs(attrsOf(1)));
+  });
+
+  it('a reservation of ours (a key without an etcd lease) is adopted and stays a reservation', async () => {
+    store.put('10.88.9.0-24', '{"PublicIP":"192.168.88.1","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:00:00:00:00:01"}}', 0);
+    const a = await acquireLease(store, cfg, { ...attrsOf(1), vtepMAC: '0a:00:00:00:00:a1' }, { ttlS: 86400 });
+    expect([a.how, a.subnet?.toString(), a.permanent]).toEqual(['reused', '10.88.9.0/24', true]);
+    expect(store.calls).toContain('renew 10.88.9.0-24 ttl=0');
+    const e = store.entries.get('10.88.9.0-24')!;
+    expect([e.lease, e.expiresAt, decodeAttrs(e.raw).vtepMAC]).toEqual([0, undefined, '0a:00:00:00:00:a1']);
+    // an ordinary lease of ours keeps its TTL
+    store.put('10.88.10.0-24', encodeAttrs(attrsOf(2)), 600);
+    const b = await acquireLease(store, cfg, attrsOf(2), { ttlS: 86400 });
+    expect([b.how, b.permanent]).toEqual(['reused', undefined]);
+    expect(store.entries.get('10.88.10.0-24')!.lease).not.toBe(0);
   });
 
   it('the guard still refuses a lease that changed between the list and the renewal', async () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IP, Prefix } from '../../src/net/ip';
@@ -165,6 +165,15 @@ describe('acquiring a lease (file store)', () => {
     await store.create({ subnet: P('10.88.3.64/26') }, attrs(3), -1);
     await store.expire();
     expect((await store.list()).leases.map((l) => l.subnet?.toString())).toEqual(['10.88.3.0/26']);
+  });
+  it('a reservation of ours (a lease file without "Expiration", written by hand) is adopted and stays one', async () => {
+    const file = join(dir, 'subnets', '10.88.3.64-26');
+    mkdirSync(join(dir, 'subnets'), { recursive: true });
+    writeFileSync(file, '{"PublicIP":"192.168.88.1","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:00:00:00:00:01"}}');
+    const a = await acquireLease(store, cfg, attrs(1), { ttlS: 60 });
+    expect([a.how, a.subnet?.toString(), a.permanent]).toEqual(['reused', '10.88.3.64/26', true]);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ PublicIP: '192.168.88.1', BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: '0a:00:00:00:00:01' } });
+    expect((await store.list()).leases[0].permanent).toBe(true);
   });
   it('renew is guarded by the value we last saw', async () => {
     const s = { subnet: P('10.88.3.0/26') };
