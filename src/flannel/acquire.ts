@@ -5,7 +5,7 @@
 // two nodes starting at once never share a subnet of either family; a lost
 // race is retried.
 import { IP, Prefix } from '../net/ip';
-import { LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, subnetOf, taken } from './lease';
+import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, subnetOf, taken } from './lease';
 import { NetworkConfig, Pool, inPool, nthSubnet, poolSize } from './netconfig';
 import type { LeaseStore } from './store';
 
@@ -17,6 +17,8 @@ export interface Acquired extends LeaseSubnets {
   how: 'reused' | 'previous' | 'new';
   /** A reservation (no TTL) was adopted: it stays one and is never renewed. */
   permanent?: boolean;
+  /** The list the lease was chosen from (without our own lease when it is new), and its revision. */
+  listed: { leases: Lease[]; revision?: string };
 }
 
 const MAX_ATTEMPTS = 20;
@@ -73,7 +75,8 @@ export async function acquireLease(
   const me = identity(cfg, attrs);
   let previous = opts.previous;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-    const { leases } = await store.list();
+    const { leases, revision } = await store.list();
+    const listed = { leases, revision };
     const mine = leases.filter((l) => me && identity(cfg, l.attrs)?.equals(me));
     const own = mine.filter((l) => fitsConfig(cfg, l));
     if (own.length > 0) {
@@ -82,7 +85,7 @@ export async function acquireLease(
       // A reservation stays one (as flanneld: no TTL). The write is guarded by the
       // value as stored (flanneld's spelling, or a hand-written one), not our re-encoding of it.
       if (await store.renew(own[0], attrs, permanent ? 0 : opts.ttlS, own[0].raw ?? encodeAttrs(own[0].attrs))) {
-        return { subnet, ipv6Subnet, value, how: 'reused', ...(permanent ? { permanent } : {}) };
+        return { subnet, ipv6Subnet, value, how: 'reused', ...(permanent ? { permanent } : {}), listed };
       }
       continue; // changed under us: look again
     }
@@ -110,7 +113,7 @@ export async function acquireLease(
       if (family === 4) want.subnet = pick;
       else want.ipv6Subnet = pick;
     }
-    if (await store.create(want, attrs, opts.ttlS)) return { ...want, value, how };
+    if (await store.create(want, attrs, opts.ttlS)) return { ...want, value, how, listed };
     opts.log?.(`subnet ${describeSubnets(want)} was taken by another node at the same moment; trying again`);
   }
   throw new Error(`could not acquire a subnet after ${MAX_ATTEMPTS} attempts: other nodes kept taking the same subnets`);

@@ -36,6 +36,8 @@ export interface DaemonOptions {
   /** Network namespace to program (tests); the daemon's own when absent. */
   netns?: string;
   log?: (msg: string) => void;
+  /** An already open lease store instead of opening `store` (tests). */
+  leaseStore?: LeaseStore;
 }
 
 /** VXLAN over IPv4 costs 50 bytes (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14); over IPv6, 70. */
@@ -144,7 +146,7 @@ export class Daemon {
     this.underlay = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
     const ul = this.underlay;
     this.log(describeUnderlay(ul));
-    this.store = await openStore(o.store);
+    this.store = o.leaseStore ?? (await openStore(o.store));
     this.log(`lease store: ${this.store.description}`);
 
     this.cfg = await this.readConfig();
@@ -219,11 +221,16 @@ export class Daemon {
       if (acquired.how !== 'reused') await this.store.remove(this.subnets).catch(() => {});
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
-    await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
+    // Watch from the list the lease was chosen from, before the first reconcile lists
+    // again: a change made at any moment since then is reported (etcd replays it from
+    // that revision; the file store compares with that list's signature), none falls
+    // between a list and the start of the watch.
     this.stopWatch = this.store.watch(
       (why) => this.schedule(why),
       (err) => this.logOnce(`watch: ${err.message}`, 'watch'),
+      acquired.listed.revision,
     );
+    await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.timer = setInterval(() => void this.tick(), o.reconcileMs);
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
   }

@@ -103,9 +103,8 @@ export class EtcdStore implements LeaseStore {
     return out;
   }
 
-  async list(): Promise<ListResult> {
-    const { leases, bad } = await this.listAt();
-    return { leases, bad };
+  list(): Promise<ListResult> {
+    return this.listAt();
   }
 
   private async grant(ttlS: number): Promise<string> {
@@ -183,13 +182,17 @@ export class EtcdStore implements LeaseStore {
     this.held.delete(key);
   }
 
-  watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void {
+  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
     let stopped = false;
     let watcher: Awaited<ReturnType<ReturnType<Etcd3Type['watch']>['create']>> | undefined;
+    // from the revision after the caller's list: a change made between that list and now is replayed
+    const from = after !== undefined ? (BigInt(after) + 1n).toString() : undefined;
     const start = async (delay: number): Promise<void> => {
       if (stopped) return;
       try {
-        watcher = await this.client.watch().prefix(`${this.prefix}/subnets/`).create();
+        const builder = this.client.watch().prefix(`${this.prefix}/subnets/`);
+        if (from !== undefined) builder.startRevision(from);
+        watcher = await builder.create();
         watcher.on('put', (kv) => onChange(`etcd put ${kv.key.toString()}`));
         watcher.on('delete', (kv) => onChange(`etcd delete ${kv.key.toString()}`));
         watcher.on('connected', () => onChange('etcd watch (re)connected'));

@@ -72,8 +72,10 @@ export class FileStore implements LeaseStore {
   }
 
   async list(): Promise<ListResult> {
+    // the directory's signature before reading it: a change made while (or after) it is read shows in the next poll
+    const revision = this.signature();
     const now = Date.now();
-    const out: ListResult = { leases: [], bad: [] };
+    const out: ListResult = { leases: [], bad: [], revision };
     for (const name of this.names()) {
       const { lease, why } = this.readLease(name);
       if (why) out.bad.push({ key: name, why });
@@ -149,12 +151,15 @@ export class FileStore implements LeaseStore {
     return parts.join('\n');
   }
 
-  watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void {
-    let last = '';
-    try {
-      last = this.signature();
-    } catch (err) {
-      onError(err as Error);
+  /** `after`: a list's revision (its signature), so a change made since that list shows in the first poll. */
+  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
+    let last = after ?? '';
+    if (after === undefined) {
+      try {
+        last = this.signature();
+      } catch (err) {
+        onError(err as Error);
+      }
     }
     const timer = setInterval(() => {
       try {

@@ -10,6 +10,12 @@ export interface ListResult {
   leases: Lease[];
   /** Keys whose value could not be read, with why (logged, never programmed). */
   bad: { key: string; why: string }[];
+  /**
+   * Where the list was read: etcd's revision, the file store's directory
+   * signature taken before reading. Pass it to watch() so that no change made
+   * after this list is missed, however late the watch starts.
+   */
+  revision?: string;
 }
 
 /** A store failure (unreachable, timed out): the daemon retries these. */
@@ -39,8 +45,13 @@ export interface LeaseStore {
    */
   renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean>;
   remove(subnets: LeaseSubnets): Promise<void>;
-  /** Calls `onChange` soon after any lease is added, changed, removed or expires. Returns a stop function. */
-  watch(onChange: (why: string) => void, onError: (err: Error) => void): () => void;
+  /**
+   * Calls `onChange` soon after any lease is added, changed, removed or
+   * expires, counting from `after` (a list's `revision`: every change made
+   * since that list is reported, even one made before the watch started) or
+   * from now. Returns a stop function.
+   */
+  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void;
   /** Housekeeping the backend needs (the file store deletes expired leases). */
   expire?(): Promise<void>;
   close(): Promise<void>;

@@ -3,8 +3,13 @@
 // an etcd lease, a watch that can start at a revision) and, for the daemon, a
 // small model of the node's `ip`/`bridge` (links, neighbours, FDB, routes)
 // installed with setRunner. Nothing here touches the machine.
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { IP } from '../../src/net/ip';
+import { Daemon, DaemonOptions } from '../../src/flannel/daemon';
+import { RunResult, Runner, setRunner } from '../../src/iproute/exec';
 import { acquireLease } from '../../src/flannel/acquire';
 import { parseNetworkConfig } from '../../src/flannel/netconfig';
 import { LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from '../../src/flannel/lease';
@@ -33,6 +38,8 @@ class MemStore implements LeaseStore {
   down = false;
   /** Runs after a list has read the entries, before it returns (a change "between list and watch"). */
   afterList?: () => void;
+  /** Runs when watch() is called, before it registers: a change made just before the watch starts. */
+  beforeWatch?: () => void;
 
   private check(what: string): void {
     this.calls.push(what);
@@ -70,7 +77,7 @@ class MemStore implements LeaseStore {
 
   async list(): Promise<ListResult> {
     this.check('list');
-    const out: ListResult = { leases: [], bad: [] };
+    const out: ListResult = { leases: [], bad: [], revision: String(this.revision) };
     for (const [key, e] of this.entries) {
       if (e.expiresAt !== undefined && e.expiresAt <= Date.now()) continue;
       const subnets = parseLeaseKey(key);
@@ -109,8 +116,14 @@ class MemStore implements LeaseStore {
     this.del(leaseKey(subnets));
   }
 
-  watch(onChange: (why: string) => void): () => void {
+  /** As etcd: from `after` + 1 when given (history replayed), else from now. */
+  watch(onChange: (why: string) => void, _onError: (err: Error) => void, after?: string): () => void {
+    this.beforeWatch?.();
     this.watchers.add(onChange);
+    if (after !== undefined) {
+      const missed = this.history.filter((h) => h.rev > Number(after));
+      if (missed.length) setTimeout(() => missed.forEach((h) => onChange(`replayed ${h.key}`)), 0);
+    }
     return () => this.watchers.delete(onChange);
   }
 
@@ -167,3 +180,219 @@ describe('acquiring a lease against etcd semantics', () => {
   });
 });
 
+
+// ---------------------------------------------------------------------------
+// The node: a model of what the daemon runs (`ip`, `bridge`, in netns NS).
+
+const NS = '/run/netns/fake-node';
+
+interface FLink {
+  name: string;
+  kind?: string;
+  mtu: number;
+  mac: string;
+  up: boolean;
+  vxlan?: { id: number; local: string; link: string; port: number; learning: boolean };
+  addrs: { family: string; local: string; prefixlen: number }[];
+}
+
+/** One node's links, neighbours, FDB and routes, answering the daemon's commands. */
+class FakeNode {
+  readonly links = new Map<string, FLink>();
+  neigh: { dev: string; dst: string; lladdr: string }[] = [];
+  fdb: { dev: string; mac: string; dst: string }[] = [];
+  routes: { dev: string; dst: string; gateway: string }[] = [];
+  /** Every command and batch line run, as text. */
+  readonly calls: string[] = [];
+  /** A batch line matching this fails with its message (as the kernel would refuse it). */
+  failLine?: (line: string) => string | undefined;
+  private prev?: Runner;
+
+  constructor() {
+    this.links.set('eth0', { name: 'eth0', mtu: 1500, mac: '52:54:00:00:00:01', up: true, addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] });
+  }
+
+  install(): this {
+    this.prev = setRunner(async (argv, input) => this.run([...argv], input));
+    return this;
+  }
+
+  uninstall(): void {
+    if (this.prev) setRunner(this.prev);
+  }
+
+  private json(l: FLink) {
+    return {
+      ifindex: 2,
+      ifname: l.name,
+      flags: l.up ? ['BROADCAST', 'UP', 'LOWER_UP'] : ['BROADCAST'],
+      mtu: l.mtu,
+      address: l.mac,
+      ...(l.kind ? { linkinfo: { info_kind: l.kind, ...(l.vxlan ? { info_data: l.vxlan } : {}) } } : {}),
+      addr_info: l.addrs,
+    };
+  }
+
+  private delLink(name: string): void {
+    this.links.delete(name);
+    this.neigh = this.neigh.filter((n) => n.dev !== name);
+    this.fdb = this.fdb.filter((f) => f.dev !== name);
+    this.routes = this.routes.filter((r) => r.dev !== name);
+  }
+
+  private ok = (stdout = ''): RunResult => ({ stdout, stderr: '', code: 0 });
+
+  run(full: string[], input?: string): RunResult {
+    if (full[0] !== 'nsenter' || full[1] !== `--net=${NS}`) throw new Error(`not run in the node's namespace: ${full.join(' ')}`);
+    const argv = full.slice(3);
+    const cmd = argv.join(' ');
+    this.calls.push(cmd);
+    let m: RegExpExecArray | null;
+    if (cmd === 'ip -json -details addr show') return this.ok(JSON.stringify([...this.links.values()].map((l) => this.json(l))));
+    if ((m = /^ip -json -details addr show dev (\S+)$/.exec(cmd))) {
+      const l = this.links.get(m[1]);
+      return l ? this.ok(JSON.stringify([this.json(l)])) : { stdout: '', stderr: `Device "${m[1]}" does not exist.\n`, code: 1 };
+    }
+    if ((m = /^ip -json -4 neigh show dev (\S+)$/.exec(cmd))) {
+      return this.ok(JSON.stringify(this.neigh.filter((n) => n.dev === m![1]).map((n) => ({ dst: n.dst, lladdr: n.lladdr, state: ['PERMANENT'] }))));
+    }
+    if ((m = /^ip -json -4 route show dev (\S+)$/.exec(cmd))) {
+      return this.ok(JSON.stringify(this.routes.filter((r) => r.dev === m![1]).map((r) => ({ dst: r.dst, gateway: r.gateway, flags: ['onlink'] }))));
+    }
+    if ((m = /^bridge -json fdb show dev (\S+)$/.exec(cmd))) {
+      return this.ok(JSON.stringify(this.fdb.filter((f) => f.dev === m![1]).map((f) => ({ mac: f.mac, dst: f.dst, flags: ['self'], state: 'permanent' }))));
+    }
+    if ((m = /^ip link add (\S+) address (\S+) mtu (\d+) type vxlan id (\d+) local (\S+) dev (\S+) dstport (\d+) nolearning$/.exec(cmd))) {
+      if (this.links.has(m[1])) return { stdout: '', stderr: 'RTNETLINK answers: File exists\n', code: 2 };
+      this.links.set(m[1], {
+        name: m[1], kind: 'vxlan', mac: m[2], mtu: Number(m[3]), up: false, addrs: [],
+        vxlan: { id: Number(m[4]), local: m[5], link: m[6], port: Number(m[7]), learning: false },
+      });
+      return this.ok();
+    }
+    if ((m = /^ip link del (\S+)$/.exec(cmd))) {
+      if (!this.links.has(m[1])) return { stdout: '', stderr: `Cannot find device "${m[1]}"\n`, code: 1 };
+      this.delLink(m[1]);
+      return this.ok();
+    }
+    if (cmd === 'ip -force -batch -' || cmd === 'bridge -force -batch -') {
+      let stderr = '';
+      (input ?? '').split('\n').filter(Boolean).forEach((line, i) => {
+        this.calls.push(`  ${line}`);
+        const err = this.failLine?.(line) ?? this.line(line);
+        if (err) stderr += `${err}\nCommand failed -:${i + 1}\n`;
+      });
+      return { stdout: '', stderr, code: stderr ? 1 : 0 };
+    }
+    throw new Error(`FakeNode: unexpected command ${cmd}`);
+  }
+
+  /** One batch line; an error message when the kernel would refuse it. */
+  private line(line: string): string | undefined {
+    const w = line.split(' ');
+    const dev = w.includes('dev') ? w[w.indexOf('dev') + 1] : w[2];
+    const link = this.links.get(dev);
+    if (w[0] === 'link' && w[1] === 'set') {
+      if (!link) return `Cannot find device "${w[2]}"`;
+      if (w[3] === 'mtu') link.mtu = Number(w[4]);
+      else if (w[3] === 'address') link.mac = w[4];
+      else if (w[3] === 'up') link.up = true;
+      return undefined;
+    }
+    if (!link) return `Cannot find device "${dev}"`;
+    const [obj, op, what] = w;
+    if (obj === 'addr') {
+      const [local, len] = what.split('/');
+      link.addrs = link.addrs.filter((a) => a.local !== local);
+      if (op === 'replace') link.addrs.push({ family: local.includes(':') ? 'inet6' : 'inet', local, prefixlen: Number(len) });
+    } else if (obj === 'neigh') {
+      this.neigh = this.neigh.filter((n) => !(n.dev === dev && n.dst === what));
+      if (op === 'replace') this.neigh.push({ dev, dst: what, lladdr: w[w.indexOf('lladdr') + 1] });
+    } else if (obj === 'fdb') {
+      const dst = w[w.indexOf('dst') + 1];
+      this.fdb = this.fdb.filter((f) => !(f.dev === dev && f.mac === what && (op === 'replace' || f.dst === dst)));
+      if (op === 'replace') this.fdb.push({ dev, mac: what, dst });
+    } else if (obj === 'route') {
+      if (op === 'del' && !this.routes.some((r) => r.dev === dev && r.dst === what)) return 'RTNETLINK answers: No such process';
+      this.routes = this.routes.filter((r) => !(r.dev === dev && r.dst === what));
+      if (op === 'replace') this.routes.push({ dev, dst: what, gateway: w[w.indexOf('via') + 1] });
+    } else return `unknown line ${line}`;
+    return undefined;
+  }
+
+  /** Whether a peer's neighbour, FDB entry and route are all in place on flannel.1. */
+  has(subnet: string, mac: string, publicIP: string, dev = 'flannel.1'): boolean {
+    const vtepIP = subnet.split('/')[0];
+    return (
+      this.neigh.some((n) => n.dev === dev && n.dst === vtepIP && n.lladdr === mac) &&
+      this.fdb.some((f) => f.dev === dev && f.mac === mac && f.dst === publicIP) &&
+      this.routes.some((r) => r.dev === dev && r.dst === subnet && r.gateway === vtepIP)
+    );
+  }
+}
+
+const peerValue = (n: number, mac = `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}`) =>
+  `{"PublicIP":"192.168.88.${n}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
+const peerMac = (n: number) => `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}`;
+
+describe('the daemon (in-memory store, model of the node)', () => {
+  let node: FakeNode;
+  let store: MemStore;
+  let dir: string;
+  let logs: string[];
+  let daemons: Daemon[];
+
+  beforeEach(() => {
+    node = new FakeNode().install();
+    store = new MemStore();
+    dir = mkdtempSync(join(tmpdir(), 'flannel-daemon-'));
+    logs = [];
+    daemons = [];
+  });
+  afterEach(async () => {
+    for (const d of daemons) await d.stop();
+    node.uninstall();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const daemon = (o: Partial<DaemonOptions> = {}): Daemon => {
+    const d = new Daemon({
+      iface: 'eth0',
+      store: {},
+      leaseStore: store,
+      subnetFile: join(dir, 'subnet.env'),
+      leaseTtlS: 3600,
+      reconcileMs: 60_000,
+      ipMasq: false,
+      releaseOnExit: false,
+      netns: NS,
+      log: (msg) => logs.push(msg),
+      ...o,
+    });
+    daemons.push(d);
+    return d;
+  };
+
+  it('programs the peers in the store and writes subnet.env', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    await daemon().start();
+    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/^FLANNEL_NETWORK=10.88.0.0\/16\nFLANNEL_SUBNET=10.88.\d+.1\/24\n/);
+  });
+
+  it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);
+    await daemon().start(); // periodic reconcile: every 60 s
+    await waitUntil('the peer that joined before the watch to be programmed', () => node.has('10.88.3.0/24', peerMac(3), '192.168.88.3'), 1000);
+    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+  });
+});
+
+async function waitUntil(what: string, fn: () => boolean, timeoutMs: number): Promise<void> {
+  const t0 = Date.now();
+  while (!fn()) {
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

@@ -189,6 +189,17 @@ describe('acquiring a lease (file store)', () => {
     stop();
     expect(seen.length).toBeGreaterThan(0);
   });
+  it('a watch started from a list\'s revision reports a change made between that list and the watch', async () => {
+    await store.create({ subnet: P('10.88.3.0/26') }, attrs(1), 60);
+    const { revision } = await store.list();
+    expect(revision).toBeDefined();
+    await store.create({ subnet: P('10.88.3.64/26') }, attrs(2), 60); // after the list, before the watch
+    const seen: string[] = [];
+    const stop = store.watch((why) => seen.push(why), (err) => seen.push(`error ${err.message}`), revision);
+    await new Promise((r) => setTimeout(r, 800));
+    stop();
+    expect(seen).toEqual(['lease directory changed']);
+  });
   it('pickFree in a huge pool still finds the one free subnet', () => {
     const big = parseNetworkConfig('{"Network":"10.0.0.0/8","SubnetLen":30}');
     const leases: Lease[] = [{ subnet: P('10.0.0.0/9'), attrs: attrs(1) }];
