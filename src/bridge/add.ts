@@ -2,9 +2,11 @@
 //
 // Processes (L3 with a gateway): IPAM runs in this process when it is our
 // host-local, then
-//   1. one `ip -batch` in the host: bridge (created or reused), veth pair with
-//      its peer created directly in the container namespace and this end
-//      enslaved, port flags, gateway address, and the reads for the result;
+//   1. one `ip -batch` in the host, fed in two steps: the bridge (created, or
+//      an existing link read: nothing existing is touched before it is known
+//      to be a bridge), then the veth pair with its peer created directly in
+//      the container namespace and this end enslaved, port flags, gateway
+//      address, and the reads for the result;
 //   2. `nsenter sysctl` in the container (DAD, arp_notify: before link up);
 //   3. one `ip -batch` in the container: addresses, link up, routes, read MAC;
 // with masquerade, VLAN and spoof-check setup running beside 2 and 3.
@@ -14,6 +16,7 @@ import { CniError, ErrorCode } from '../cni/errors';
 import type { Interface, Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { runBatch, isExists, isBatchSafe, type Line, type BatchResult } from '../iproute/batch';
+import { openIpBatch, type BatchSession } from '../iproute/batch-session';
 import { bridgeAdd, bridgeSet, bridgePortSet, firstLink, linkDel, linkKind, linkSet, randomMac, showDev, vethAdd, ifnameProblem, type IpLink } from '../iproute/link';
 import { addrAdd, addrDel, addrReplace, type AddrInfo } from '../iproute/addr';
 import { routeAppend } from '../iproute/route';
@@ -43,9 +46,14 @@ export async function add(req: Request): Promise<Result> {
 
   const undo: Undo[] = [];
   let attachmentExists = false;
+  // The host's `ip` starts now, so its start-up overlaps the IPAM call. Every
+  // successful ADD finishes it (setupHost); a failed one ends it here, before
+  // anything is undone.
+  const hostBatch = openIpBatch({ details: true });
   try {
     return await addSteps(req, cfg, ipam, undo);
   } catch (err) {
+    await hostBatch.close();
     for (const step of undo.reverse()) {
       try {
         await step();
@@ -73,7 +81,7 @@ export async function add(req: Request): Promise<Result> {
     const hostVeth = hostVethName(containerId, ifname);
     // The spoof check must know the MAC before traffic flows: choose it rather than read it.
     const containerMac = cfg.mac ?? (cfg.macspoofchk ? randomMac() : undefined);
-    const host = await setupHost(cfg, plan, hostVeth, netns, ifname, containerMac, undo).catch((e) => {
+    const host = await setupHost(hostBatch, cfg, plan, hostVeth, netns, ifname, containerMac, undo).catch((e) => {
       if (e instanceof AttachmentExistsError) attachmentExists = true;
       throw e;
     });
@@ -183,8 +191,16 @@ interface HostState {
   vlanGatewayCreated: boolean;
 }
 
-/** One `ip -batch` in the host namespace: bridge, veth, gateway addresses, and the reads. */
+/**
+ * The host side, in one `ip -batch` process fed in two steps (iproute/batch-session):
+ *   1. create the bridge if it is missing, and read what the name holds now
+ *      (and the VLAN gateway link's addresses): nothing that already exists
+ *      is touched before its kind is known;
+ *   2. only on a bridge: bring it up, the veth pair, port flags, the gateway
+ *      addresses, and the reads for the result.
+ */
 async function setupHost(
+  session: BatchSession,
   cfg: BridgeConfig,
   plan: AddressPlan | undefined,
   hostVeth: string,
@@ -197,15 +213,36 @@ async function setupHost(
   const vlanGw = cfg.isGateway && cfg.vlan > 0 ? vlanGatewayName(cfg.bridge, cfg.vlan) : undefined;
   const gwDev = vlanGw ?? cfg.bridge;
   const gateways = plan?.gateways ?? [];
+  const vlanHint = (msg: string) =>
+    vlanFiltering && /not supported/i.test(msg)
+      ? ' (VLAN filtering, needed by "vlan"/"vlanTrunk", requires a kernel built with CONFIG_BRIDGE_VLAN_FILTERING)'
+      : '';
+  const failed = (e: unknown) => kernelError(`setting up bridge "${cfg.bridge}" and veth ${hostVeth}`, e);
+
+  // VLAN filtering is switched on by its own line in step 2 rather than at
+  // creation: if the kernel lacks it, creation still succeeds, so the `master`
+  // words of step 2 name an existing bridge (ip aborts the whole batch on a
+  // `master` it cannot resolve) and the failure is reported on its own line.
+  const first: Line[] = [bridgeAdd(cfg.bridge, { mtu: cfg.mtu || undefined, mac: randomMac() }), showDev(cfg.bridge)];
+  if (vlanGw && gateways.length) first.push(showDev(vlanGw));
+  // (A failing step means ip itself gave up: the process is gone, nothing was changed.)
+  const found = await session.run(first).catch((e) => {
+    throw failed(e);
+  });
+  // A refusal here leaves the name as it was: add() then closes the session, nothing more runs.
+  const existing = firstLink(found.outputs[1]);
+  const addErr = found.errors[0];
+  if (addErr !== undefined && !isExists(addErr)) {
+    throw new CniError(ErrorCode.Internal, `failed to create bridge "${cfg.bridge}": ${addErr}${vlanHint(addErr)}`);
+  }
+  if (!existing) throw new CniError(ErrorCode.Internal, `bridge "${cfg.bridge}" not found after creating it: ${found.errors[1]}`);
+  if (linkKind(existing) !== 'bridge') {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `"${cfg.bridge}" (field "bridge") already exists but is not a bridge (it is a ${linkKind(existing) ?? 'link of unknown kind'})`);
+  }
+  const before = (vlanGw ? firstLink(found.outputs[2]) : existing)?.addr_info ?? [];
 
   const lines: Line[] = [];
   const at = (line: Line) => lines.push(line) - 1;
-  const iBefore = gateways.length ? at(showDev(gwDev)) : -1;
-  // VLAN filtering is switched on by its own line rather than at creation: if
-  // the kernel lacks it, creation still succeeds, so the `master` words below
-  // name an existing bridge (ip aborts the whole batch on a `master` it cannot
-  // resolve) and the failure is reported on its own line.
-  const iBridge = at(bridgeAdd(cfg.bridge, { mtu: cfg.mtu || undefined, mac: randomMac() }));
   if (vlanFiltering) at(bridgeSet(cfg.bridge, { vlanFiltering: true }));
   at(linkSet(cfg.bridge, { up: true, ...(cfg.promiscMode ? { promisc: true } : {}) }));
   const iVeth = at(
@@ -226,10 +263,10 @@ async function setupHost(
   const iShowVeth = at(showDev(hostVeth));
   const iShowGw = vlanGw ? at(showDev(vlanGw)) : -1;
 
-  const res = await runBatch('ip', lines, { json: true, details: true }).catch((e) => {
+  const res = await session.finish(lines).catch((e) => {
     // ip gave up before finishing (it exits on words it cannot resolve). That
     // happens parsing a line, before the veth line has run, so nothing to undo.
-    throw kernelError(`setting up bridge "${cfg.bridge}" and veth ${hostVeth}`, e);
+    throw failed(e);
   });
   mark('host');
   const vethMade = res.errors[iVeth] === undefined;
@@ -237,17 +274,7 @@ async function setupHost(
 
   const bridge = firstLink(res.outputs[iShowBridge]);
   const err = (i: number) => res.errors[i];
-  const vlanHint = (msg: string) =>
-    vlanFiltering && /not supported/i.test(msg)
-      ? ' (VLAN filtering, needed by "vlan"/"vlanTrunk", requires a kernel built with CONFIG_BRIDGE_VLAN_FILTERING)'
-      : '';
-  if (err(iBridge) !== undefined && !isExists(err(iBridge))) {
-    throw new CniError(ErrorCode.Internal, `failed to create bridge "${cfg.bridge}": ${err(iBridge)}${vlanHint(err(iBridge)!)}`);
-  }
-  if (!bridge) throw new CniError(ErrorCode.Internal, `bridge "${cfg.bridge}" not found after creating it: ${err(iShowBridge)}`);
-  if (linkKind(bridge) !== 'bridge') {
-    throw new CniError(ErrorCode.InvalidNetworkConfig, `"${cfg.bridge}" (field "bridge") already exists but is not a bridge (it is a ${linkKind(bridge) ?? 'link of unknown kind'})`);
-  }
+  if (!bridge) throw new CniError(ErrorCode.Internal, `bridge "${cfg.bridge}" not found: ${err(iShowBridge)}`);
   if (!vethMade) {
     const msg = err(iVeth)!;
     if (isExists(msg)) {
@@ -264,13 +291,12 @@ async function setupHost(
   }
   // Every other line (up, port flags, gateway addresses, reads) must have worked.
   res.errors.forEach((msg, i) => {
-    if (msg === undefined || i === iBridge || i === iVeth || i === iVlanGw || i === iBefore) return;
+    if (msg === undefined || i === iVeth || i === iVlanGw) return;
     throw new CniError(ErrorCode.Internal, `ip ${lines[i].join(' ')}: ${msg}${vlanHint(msg)}`);
   });
   const veth = firstLink(res.outputs[iShowVeth])!;
 
   if (gateways.length) {
-    const before = firstLink(res.outputs[iBefore])?.addr_info ?? [];
     const gwLink = firstLink(res.outputs[vlanGw ? iShowGw : iShowBridge])!;
     await resolveGatewayConflicts(cfg, gwDev, gateways, before, gwLink.addr_info ?? []);
   }

@@ -47,6 +47,13 @@ export function isBatchSafe(line: Line): boolean {
   return line.every((w) => w !== '' && !UNSAFE_WORD.test(w));
 }
 
+/** Throws UnsafeWordError for the first word of `lines` that -batch would mangle. */
+export function checkBatchWords(program: string, lines: readonly Line[]): void {
+  for (const line of lines) {
+    for (const word of line) if (word === '' || UNSAFE_WORD.test(word)) throw new UnsafeWordError(program, word);
+  }
+}
+
 /** A query line prints output: `<object> show|list|get ...` (and `vlan show` for bridge). */
 export function isQuery(line: Line): boolean {
   return line[1] === 'show' || line[1] === 'list' || line[1] === 'get' || line[1] === 'lst';
@@ -60,9 +67,7 @@ export function isQuery(line: Line): boolean {
 export async function runBatch(program: 'ip' | 'bridge', lines: readonly Line[], opts: BatchOptions = {}): Promise<BatchResult> {
   const result: BatchResult = { errors: lines.map(() => undefined), outputs: lines.map(() => undefined), firstError: -1 };
   if (lines.length === 0) return result;
-  for (const line of lines) {
-    for (const word of line) if (word === '' || UNSAFE_WORD.test(word)) throw new UnsafeWordError(program, word);
-  }
+  checkBatchWords(program, lines);
   const argv = [program, ...(opts.json ? ['-json'] : []), ...(opts.details ? ['-details'] : []), '-force', '-batch', '-'];
   const input = lines.map((l) => l.join(' ')).join('\n') + '\n';
   const execOpts: ExecOptions = { netns: opts.netns, input, allow: [1] };
@@ -113,8 +118,11 @@ export function parseFailures(stderr: string): Map<number, string> {
   return failures;
 }
 
-/** Splits concatenated JSON values ("[...]\n[...]") as `ip -json -batch` prints them. */
-export function splitJson(text: string): unknown[] {
+/**
+ * Splits concatenated JSON values ("[...]\n[...]") as `ip -json -batch` prints them.
+ * `partial`: output still arriving, a trailing incomplete value is left out.
+ */
+export function splitJson(text: string, o: { partial?: boolean } = {}): unknown[] {
   const values: unknown[] = [];
   let depth = 0;
   let start = -1;
@@ -133,7 +141,7 @@ export function splitJson(text: string): unknown[] {
       if (--depth === 0) values.push(JSON.parse(text.slice(start, i + 1)));
     }
   }
-  if (depth !== 0) throw new Error(`truncated JSON from ip: ${text.slice(start, start + 200)}`);
+  if (depth !== 0 && !o.partial) throw new Error(`truncated JSON from ip: ${text.slice(start, start + 200)}`);
   return values;
 }
 

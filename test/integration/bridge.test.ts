@@ -2,7 +2,7 @@
 // namespaces this file creates: the plugin runs inside a "host" namespace
 // (brt-host), containers are further namespaces. Subnets: 10.77.<n>.0/24 and
 // fd77:<n>::/64, reserved for the bridge tests.
-import { readdirSync, existsSync, readlinkSync } from 'node:fs';
+import { readdirSync, existsSync, readlinkSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Lab, globalAddrs, sh } from './bridge-helpers';
@@ -399,6 +399,50 @@ describe('concurrency and failure', () => {
     // Malformed JSON and a missing name are decoding/config errors too.
     const junk = await lab.cni({ command: 'ADD', conf: '{"cniVersion":"1.0.0",', netns: lab.path(a), id: 'bad' });
     expect(junk.json).toMatchObject({ code: 6 });
+  });
+
+  it('a link named by "bridge" that is not a bridge is refused untouched: not up, not promiscuous, no gateway address', async () => {
+    lab.in(lab.host, ['ip', 'link', 'add', 'brtnb', 'type', 'veth', 'peer', 'name', 'brtnbpeer']);
+    const before = lab.link(lab.host, 'brtnb')!;
+    const c = conf('netnb', 'brtnb', { promiscMode: true }, [v4(33)]);
+    const a = lab.netns('nb');
+    const r = await lab.cni({ command: 'ADD', conf: c, netns: lab.path(a), id: 'n' });
+    expect(r.code).toBe(1);
+    expect(r.json).toMatchObject({ code: 7, msg: expect.stringMatching(/"brtnb" \(field "bridge"\) already exists but is not a bridge \(it is a veth\)/) });
+    const after = lab.link(lab.host, 'brtnb')!;
+    expect(after.flags).toEqual(before.flags);
+    expect(after.flags).not.toContain('UP');
+    expect(after.flags).not.toContain('PROMISC');
+    expect(globalAddrs(after)).toEqual([]);
+    expect(lab.links(a).map((l) => l.ifname)).toEqual(['lo']);
+    expect(held('netnb')).toEqual([]);
+    lab.in(lab.host, ['ip', 'link', 'del', 'brtnb']);
+  });
+
+  it('one ip process in the host per ADD and DEL, whether the bridge is new or exists', async () => {
+    // An `ip` on PATH that logs the namespace it runs in, then runs the real one.
+    const dir = join(lab.dir, 'counting-ip');
+    const log = join(lab.dir, 'ip-processes');
+    mkdirSync(dir);
+    const realIp = sh(['sh', '-c', 'command -v ip']).trim();
+    writeFileSync(join(dir, 'ip'), `#!/bin/sh\nreadlink /proc/self/ns/net >> ${log}\nexec ${realIp} "$@"\n`, { mode: 0o755 });
+    const hostNs = lab.in(lab.host, ['readlink', '/proc/self/ns/net']).trim();
+    const env = { PATH: `${dir}:${process.env.PATH}` };
+    const count = async (call: Parameters<Lab['cni']>[0]) => {
+      writeFileSync(log, '');
+      const r = await lab.cni({ ...call, env });
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      const lines = readFileSync(log, 'utf8').trim().split('\n');
+      return { host: lines.filter((l) => l === hostNs).length, container: lines.filter((l) => l !== hostNs).length };
+    };
+    const c = conf('netcount', 'brtcount', {}, [v4(34)]);
+    const [a, b] = [lab.netns('counta'), lab.netns('countb')];
+    expect(lab.link(lab.host, 'brtcount')).toBeUndefined();
+    expect(await count({ command: 'ADD', conf: c, netns: lab.path(a), id: 'a' })).toEqual({ host: 1, container: 1 }); // new bridge
+    expect(await count({ command: 'ADD', conf: c, netns: lab.path(b), id: 'b' })).toEqual({ host: 1, container: 1 }); // existing bridge
+    expect(lab.ping(b, '10.77.34.1')).toBe(true);
+    expect(await count({ command: 'DEL', conf: c, netns: lab.path(a), id: 'a' })).toEqual({ host: 1, container: 0 });
+    await del(c, b, 'b');
   });
 
   it('a failure after IPAM (interface name taken in the container) undoes everything', async () => {

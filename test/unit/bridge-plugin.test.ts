@@ -88,7 +88,7 @@ const base = (extra: Record<string, unknown> = {}) => ({
 });
 
 describe('ADD', () => {
-  it('builds bridge, veth and container config in one host batch, one sysctl and one container batch', async () => {
+  it('builds bridge, veth and container config in one host batch (two steps), one sysctl and one container batch', async () => {
     const r = await cni({ command: 'ADD', conf: base({ isDefaultGateway: true, mtu: 1400 }) });
     expect(r.code).toBe(0);
     const veth = hostVethName('c1', 'eth0');
@@ -102,7 +102,9 @@ describe('ADD', () => {
     expect(r.json.dns).toEqual({ nameservers: ['10.77.9.53'] });
 
     const ipCalls = kernel.calls.filter((c) => c.argv[0] === 'ip');
-    expect(ipCalls.map((c) => c.netns ?? 'host')).toEqual(['host', netns]);
+    // The host batch is one process fed in two steps (iproute/batch-session); the fake runs each step as a call.
+    expect(ipCalls.map((c) => c.netns ?? 'host')).toEqual(['host', 'host', netns]);
+    expect(ipCalls[0].input!.trim().split('\n')).toEqual([expect.stringMatching(/^link add name brunit0 mtu 1400 address \S+ type bridge$/), 'addr show dev brunit0']);
     expect(kernel.calls.filter((c) => c.argv[0] === 'sysctl')).toHaveLength(1);
     const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
     expect(host).toContain(`link add name ${veth} mtu 1400 master brunit0 up type veth peer name eth0 mtu 1400 netns ${netns}`);
@@ -203,13 +205,21 @@ describe('ADD', () => {
     expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
   });
 
-  it('refuses a bridge name taken by another kind of link', async () => {
-    kernel.links('').set('brunit0', { ifindex: 7, name: 'brunit0', kind: 'dummy', mtu: 1500, mac: '02:00:00:00:00:99', up: true, promisc: false, addrs: [], slave: {}, bridge: {} });
-    const r = await cni({ command: 'ADD', conf: base() });
+  it('refuses a bridge name taken by another kind of link, and leaves that link untouched', async () => {
+    const uplink = { ifindex: 7, name: 'brunit0', kind: 'dummy', mtu: 1500, mac: '02:00:00:00:00:99', up: false, promisc: false, addrs: [], slave: {}, bridge: {} };
+    kernel.links('').set('brunit0', { ...uplink, addrs: [] });
+    const r = await cni({ command: 'ADD', conf: base({ promiscMode: true, vlan: 7 }) });
     expect(r.code).toBe(1);
     expect(r.json.code).toBe(7);
-    expect(r.json.msg).toMatch(/"brunit0" \(field "bridge"\) already exists but is not a bridge/);
+    expect(r.json.msg).toMatch(/"brunit0" \(field "bridge"\) already exists but is not a bridge \(it is a dummy\)/);
     expect([...kernel.links('').keys()]).toEqual(['brunit0']);
+    // Not brought up, not promiscuous, no gateway address: only the bridge creation (refused) and reads ran.
+    expect(kernel.links('').get('brunit0')).toEqual(uplink);
+    expect(kernel.ipLines().map((l) => l.line)).toEqual([
+      expect.stringMatching(/^link add name brunit0 address \S+ type bridge$/),
+      'addr show dev brunit0',
+      'addr show dev brunit0.7',
+    ]);
     expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
   });
 
