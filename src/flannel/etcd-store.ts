@@ -12,6 +12,8 @@ import { DEFAULT_PREFIX, LeaseStore, ListResult, StoreOptions, StoreUnavailable 
 import { loadEtcd3 } from './etcd-client';
 
 const CALL_TIMEOUT_MS = 5000;
+/** First delay before a failed or cancelled watch is made again (doubling to 30 s). */
+const WATCH_RETRY_MS = 500;
 
 /** Grpc/etcd3 errors that mean "cannot reach etcd right now" become StoreUnavailable. */
 function unavailable(endpoints: string, err: unknown): Error {
@@ -182,31 +184,69 @@ export class EtcdStore implements LeaseStore {
     this.held.delete(key);
   }
 
+  /**
+   * An etcd watch on <prefix>/subnets/ that never dies: etcd3 re-attaches a
+   * watch after a disconnection by itself, but when etcd *cancels* it (the
+   * revision it resumes from was compacted while we were away, ...) etcd3
+   * drops the watcher and only emits 'error'. Then, and when creating it
+   * fails, a new one is made from the current revision and `onChange` asks
+   * for a full resync: the list that follows covers whatever was missed.
+   */
   watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
+    type Watcher = Awaited<ReturnType<ReturnType<Etcd3Type['watch']>['create']>>;
     let stopped = false;
-    let watcher: Awaited<ReturnType<ReturnType<Etcd3Type['watch']>['create']>> | undefined;
+    let watcher: Watcher | undefined;
+    let timer: NodeJS.Timeout | undefined;
     // from the revision after the caller's list: a change made between that list and now is replayed
-    const from = after !== undefined ? (BigInt(after) + 1n).toString() : undefined;
-    const start = async (delay: number): Promise<void> => {
+    let from = after !== undefined ? (BigInt(after) + 1n).toString() : undefined;
+    let resync = false;
+    let delay = WATCH_RETRY_MS;
+    const again = (why: Error) => {
+      onError(why);
+      from = undefined; // from now on: the resync's list covers the gap
+      resync = true;
       if (stopped) return;
+      timer = setTimeout(() => void start(), delay);
+      timer.unref?.();
+      delay = Math.min(delay * 2, 30_000);
+    };
+    const start = async (): Promise<void> => {
+      if (stopped) return;
+      let w: Watcher;
       try {
         const builder = this.client.watch().prefix(`${this.prefix}/subnets/`);
         if (from !== undefined) builder.startRevision(from);
-        watcher = await builder.create();
-        watcher.on('put', (kv) => onChange(`etcd put ${kv.key.toString()}`));
-        watcher.on('delete', (kv) => onChange(`etcd delete ${kv.key.toString()}`));
-        watcher.on('connected', () => onChange('etcd watch (re)connected'));
-        watcher.on('disconnected', (err) => onError(unavailable(this.endpoints, err)));
-        watcher.on('error', (err) => onError(unavailable(this.endpoints, err)));
-        if (stopped) await watcher.cancel();
+        w = await builder.create();
       } catch (err) {
-        onError(unavailable(this.endpoints, err));
-        setTimeout(() => void start(Math.min(delay * 2, 30_000)), delay).unref();
+        again(unavailable(this.endpoints, err));
+        return;
+      }
+      if (stopped) {
+        await w.cancel().catch(() => {});
+        return;
+      }
+      watcher = w;
+      delay = WATCH_RETRY_MS;
+      w.on('put', (kv) => onChange(`etcd put ${kv.key.toString()}`));
+      w.on('delete', (kv) => onChange(`etcd delete ${kv.key.toString()}`));
+      w.on('connected', () => onChange('etcd watch (re)connected'));
+      w.on('disconnected', (err) => onError(unavailable(this.endpoints, err)));
+      w.on('error', (err: Error) => {
+        // cancelled by etcd: etcd3 has forgotten this watcher and will not bring it back
+        w.removeAllListeners();
+        w.on('error', () => {});
+        if (watcher === w) watcher = undefined;
+        again(new Error(`etcd ${this.endpoints} cancelled the watch (${err?.message ?? err}); watching again from now and re-reading every lease`));
+      });
+      if (resync) {
+        resync = false;
+        onChange('etcd watch recreated: full resync');
       }
     };
-    void start(1000);
+    void start();
     return () => {
       stopped = true;
+      clearTimeout(timer);
       void watcher?.cancel().catch(() => {});
     };
   }

@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, Host, NETWORK, Pod, Topology, sleep, waitFor } from './flannel-topology';
+import { DaemonHandle, ETCD_IP, Host, NETWORK, Pod, Topology, sleep, waitFor } from './flannel-topology';
+import { sh } from './helpers';
 
 const PREFIX = '/coreos.com/network';
 let topo: Topology;
@@ -259,6 +260,50 @@ describe('vxlan-flannel with etcd', () => {
     expect(await etcdLease()).toBe('0'); // kept for the next start, as flanneld does
     await topo.etcdctl(['del', key]);
   });
+
+  it('etcd cancels the watch of a node cut off while history was compacted: it watches again and catches up at once', async () => {
+    const n7 = topo.addHost('n7', 7);
+    // the periodic reconcile is far away: only the watch can bring changes in time
+    const d7 = topo.startDaemon(n7, store, ['--reconcile-interval', '120', '--release-on-exit']);
+    const cut = ['ip', 'netns', 'exec', n7.ns, 'iptables', '-p', 'tcp', '-d', ETCD_IP, '--dport', '2379', '-j', 'REJECT', '--reject-with', 'tcp-reset'];
+    const lease = (octet: number) => `{"PublicIP":"192.168.88.${octet}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:7d:${octet.toString(16)}"}}`;
+    const programmed = (subnet: string, octet: number) => {
+      const st = topo.peerState(n7.ns, subnet, `0a:58:0a:58:7d:${octet.toString(16)}`, `192.168.88.${octet}`);
+      return st.neigh && st.fdb && st.route;
+    };
+    try {
+      await topo.waitSubnet(d7);
+      await waitFor('d7 to run', () => /running:/.test(d7.log()), 10_000);
+      // n7 loses etcd: its connection is killed and new ones are refused (etcd3 keeps retrying)
+      sh([...cut.slice(0, 5), '-I', 'OUTPUT', ...cut.slice(5)]);
+      sh(['ip', 'netns', 'exec', n7.ns, 'ss', '-K', 'dst', ETCD_IP, 'dport', '=', '2379']);
+      await sleep(500);
+      // meanwhile a peer joins and etcd compacts its history past the revision n7's watch would resume from
+      expect((await topo.etcdctl(['put', `${PREFIX}/subnets/10.88.125.0-24`, lease(125)])).code).toBe(0);
+      expect((await topo.etcdctl(['put', '/fle-test/other', 'x'])).code).toBe(0); // one more write: compacting to now drops n7's resume revision
+      const rev = JSON.parse((await topo.etcdctl(['get', `${PREFIX}/config`, '-w', 'json'])).stdout).header.revision;
+      const compact = await topo.etcdctl(['compact', String(rev)]);
+      expect(compact.code, compact.stderr).toBe(0);
+      sh([...cut.slice(0, 5), '-D', 'OUTPUT', ...cut.slice(5)]);
+      // etcd3 reconnects and resumes the watch at the compacted revision: etcd cancels it
+      await waitFor('d7 to program the peer that joined while it was cut off', () => programmed('10.88.125.0/24', 125), 20_000, 50);
+      // and the watch is live again
+      expect((await topo.etcdctl(['put', `${PREFIX}/subnets/10.88.126.0-24`, lease(126)])).code).toBe(0);
+      const { ms } = await waitFor('d7 to program the next peer', () => programmed('10.88.126.0/24', 126), 5000, 20);
+      expect(ms).toBeLessThan(2000);
+      expect(d7.log()).toMatch(/cancelled the watch .*; watching again from now/);
+    } finally {
+      try {
+        sh([...cut.slice(0, 5), '-D', 'OUTPUT', ...cut.slice(5)]);
+      } catch {
+        // already removed
+      }
+      await topo.etcdctl(['del', `${PREFIX}/subnets/10.88.125.0-24`]);
+      await topo.etcdctl(['del', `${PREFIX}/subnets/10.88.126.0-24`]);
+      await topo.etcdctl(['del', '/fle-test/other']);
+      expect(await topo.stopDaemon(d7)).toBe(0);
+    }
+  }, 60_000);
 
   it('etcd down: clear log lines, the overlay keeps working; etcd back: the daemons carry on', async () => {
     await topo.stopEtcd();

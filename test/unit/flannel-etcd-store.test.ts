@@ -24,6 +24,8 @@ class FakeWatcher extends EventEmitter {
 class FakeEtcd3 {
   static last: FakeEtcd3;
   readonly watches: { prefix?: string; startRevision?: string; watcher: FakeWatcher }[] = [];
+  /** The next create() calls fail with these (etcd refusing the watch: compacted revision, down). */
+  readonly createFailures: Error[] = [];
   constructor(readonly options: Record<string, unknown>) {
     FakeEtcd3.last = this;
   }
@@ -33,6 +35,8 @@ class FakeEtcd3 {
       prefix: (p: string) => ((req.prefix = p), builder),
       startRevision: (r: string) => ((req.startRevision = String(r)), builder),
       create: async () => {
+        const failure = this.createFailures.shift();
+        if (failure) throw failure;
         const watcher = new FakeWatcher();
         this.watches.push({ ...req, watcher });
         return watcher;
@@ -64,5 +68,42 @@ describe('etcd store: watch', () => {
     await tick();
     expect(FakeEtcd3.last.watches[1].startRevision).toBeUndefined(); // no list given: from now
     stop2();
+  });
+});
+
+describe('etcd store: a watch etcd cancels is made again', () => {
+  it('a watcher cancelled by etcd (compacted while disconnected): a new one from now, then a full resync', async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const store = await open();
+    const changes: string[] = [];
+    const errors: string[] = [];
+    const stop = store.watch((why) => changes.push(why), (err) => errors.push(err.message), '41');
+    await tick();
+    const fake = FakeEtcd3.last;
+    expect(fake.watches).toHaveLength(1);
+    // what etcd3 does when etcd cancels a watch: the watcher is dropped, 'error' is all that is left
+    fake.watches[0].watcher.emit('error', new Error('Watcher canceled: etcdserver: mvcc: required revision has been compacted'));
+    await vi.waitFor(() => expect(fake.watches).toHaveLength(2), { timeout: 3000 });
+    expect(fake.watches[1].startRevision).toBeUndefined(); // the old revision is gone: from now
+    await vi.waitFor(() => expect(changes).toEqual(['etcd watch recreated: full resync']), { timeout: 1000 });
+    expect(errors.join('\n')).toMatch(/cancelled the watch .*compacted/);
+    // and the new watcher is live
+    fake.watches[1].watcher.emit('put', { key: Buffer.from('/coreos.com/network/subnets/10.88.9.0-24') });
+    expect(changes.at(-1)).toBe('etcd put /coreos.com/network/subnets/10.88.9.0-24');
+    stop();
+    expect(fake.watches[1].watcher.cancelled).toBe(true);
+  });
+
+  it('a watch etcd refuses to create (its start revision already compacted) is retried from now, then a full resync', async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const store = await open();
+    const changes: string[] = [];
+    const fake = FakeEtcd3.last;
+    fake.createFailures.push(new Error('Watcher canceled: etcdserver: mvcc: required revision has been compacted'));
+    const stop = store.watch((why) => changes.push(why), () => {}, '7');
+    await vi.waitFor(() => expect(fake.watches).toHaveLength(1), { timeout: 3000 });
+    expect(fake.watches[0].startRevision).toBeUndefined();
+    await vi.waitFor(() => expect(changes).toContain('etcd watch recreated: full resync'), { timeout: 1000 });
+    stop();
   });
 });
