@@ -155,7 +155,10 @@ export async function add(req: Request): Promise<Result> {
         ...(c.vlan > 0 ? [vlanAdd(dev, c.vlan, { pvid: true, untagged: true })] : []),
         ...vlanRanges(c.vlanTrunk).map((r) => vlanAdd(dev, r)),
       ];
-      const lines = [...portLines(port), ...(h.vlanGatewayCreated ? portLines(vlanGatewayPeerName(c.bridge, c.vlan)) : [])];
+      // The gateway's port too, on every ADD and not only when this call created
+      // it: an earlier ADD may have created it and failed before its VLANs were
+      // set. Adding a VLAN a port already has changes nothing.
+      const lines = [...portLines(port), ...(h.vlanGateway ? portLines(vlanGatewayPeerName(c.bridge, c.vlan)) : [])];
       const res = await runBatch('bridge', lines);
       res.errors.forEach((msg, i) => {
         // The default VLAN may already be gone from the port.
@@ -187,8 +190,8 @@ class AttachmentExistsError extends CniError {
 interface HostState {
   bridge: IpLink;
   veth: IpLink;
+  /** The link holding a VLAN's gateway address (vlan with isGateway). */
   vlanGateway?: IpLink;
-  vlanGatewayCreated: boolean;
 }
 
 /**
@@ -271,6 +274,9 @@ async function setupHost(
   mark('host');
   const vethMade = res.errors[iVeth] === undefined;
   if (vethMade) undo.push(() => runBatch('ip', [linkDel(hostVeth)]));
+  // The VLAN gateway's veth pair, when this call made it (its address goes with it).
+  const vlanGatewayCreated = iVlanGw >= 0 && res.errors[iVlanGw] === undefined;
+  if (vlanGatewayCreated) undo.push(() => runBatch('ip', [linkDel(vlanGatewayPeerName(cfg.bridge, cfg.vlan))]));
 
   const bridge = firstLink(res.outputs[iShowBridge]);
   const err = (i: number) => res.errors[i];
@@ -285,7 +291,6 @@ async function setupHost(
     }
     throw new CniError(ErrorCode.Internal, `failed to create the veth pair ${hostVeth} / ${ifname} (peer in ${netns}) on bridge "${cfg.bridge}": ${msg}`);
   }
-  const vlanGatewayCreated = iVlanGw >= 0 && res.errors[iVlanGw] === undefined;
   if (iVlanGw >= 0 && !vlanGatewayCreated && !isExists(err(iVlanGw))) {
     throw new CniError(ErrorCode.Internal, `failed to create the VLAN gateway link ${vlanGw}: ${err(iVlanGw)}`);
   }
@@ -300,7 +305,7 @@ async function setupHost(
     const gwLink = firstLink(res.outputs[vlanGw ? iShowGw : iShowBridge])!;
     await resolveGatewayConflicts(cfg, gwDev, gateways, before, gwLink.addr_info ?? []);
   }
-  return { bridge, veth, vlanGateway: vlanGw ? firstLink(res.outputs[iShowGw]) : undefined, vlanGatewayCreated };
+  return { bridge, veth, vlanGateway: vlanGw ? firstLink(res.outputs[iShowGw]) : undefined };
 }
 
 /**

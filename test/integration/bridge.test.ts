@@ -280,6 +280,20 @@ describe('VLAN', () => {
     expect(lab.links(lab.host).filter((l) => l.master === 'brtvlan')).toEqual([]); // the bridge itself stays, as always
     expect(held('netvlan')).toEqual([]);
   });
+
+  it.runIf(!VLAN_FILTERING)('without kernel VLAN filtering, with isGateway: the <bridge>.<vlan> gateway link made on the way is removed', async () => {
+    const c = conf('netvgw', 'brtvgw', { vlan: 10 }, [v4(14)]);
+    const a = lab.netns('vgw');
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const r = await lab.cni({ command: 'ADD', conf: c, netns: lab.path(a), id: 'a' });
+      expect(r.code).toBe(1);
+      expect(r.json.msg).toMatch(/CONFIG_BRIDGE_VLAN_FILTERING/);
+      expect(lab.link(lab.host, 'brtvgw.10')).toBeUndefined();
+      expect(lab.links(lab.host).filter((l) => l.master === 'brtvgw')).toEqual([]);
+      expect(lab.link(a, 'eth0')).toBeUndefined();
+      expect(held('netvgw')).toEqual([]);
+    }
+  });
 });
 
 describe('masquerade', () => {

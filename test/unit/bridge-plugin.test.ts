@@ -33,6 +33,7 @@ beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'bridge-unit-'));
   netns = join(dir, 'netns-c1');
   writeFileSync(netns, '');
+  writeFileSync(join(dir, 'netns-c2'), '');
   // A stand-in IPAM plugin: logs each call, prints the canned result on ADD.
   const script = join(dir, 'fake-ipam');
   writeFileSync(
@@ -284,6 +285,30 @@ describe('ADD', () => {
       expect.arrayContaining([`vlan del dev ${veth} vid 1`, `vlan add dev ${veth} vid 42 pvid untagged`]),
     );
     expect(r.json.interfaces.map((i: { name: string }) => i.name)).toEqual(['brunit0', veth, 'eth0', 'brunit0.42']);
+  });
+
+  it('VLAN gateway: a failure after its veth pair was made removes the pair (and the address on it)', async () => {
+    kernel.failures.push({ match: 'type bridge vlan_filtering 1', msg: 'RTNETLINK answers: Operation not supported' });
+    const r = await cni({ command: 'ADD', conf: base({ vlan: 42 }) });
+    expect(r.code).toBe(1);
+    expect(r.json.msg).toMatch(/vlan_filtering 1: RTNETLINK answers: Operation not supported.*CONFIG_BRIDGE_VLAN_FILTERING/);
+    expect([...kernel.links('').keys()]).toEqual(['brunit0']);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+
+    // Later in the ADD too (here the VLANs of the ports).
+    kernel.failures.length = 0;
+    kernel.replies.set('bridge', () => ({ code: 1, stdout: '', stderr: 'RTNETLINK answers: Operation not supported\nCommand failed -:2\n' }));
+    const later = await cni({ command: 'ADD', conf: base({ vlan: 42 }) });
+    expect(later.json.msg).toMatch(/failed to set up VLANs/);
+    expect([...kernel.links('').keys()]).toEqual(['brunit0']);
+  });
+
+  it('VLAN gateway: its port gets its VLANs on every ADD, not only when created', async () => {
+    expect((await cni({ command: 'ADD', conf: base({ vlan: 42 }) })).code).toBe(0);
+    expect((await cni({ command: 'ADD', conf: base({ vlan: 42 }), id: 'c2', ns: join(dir, 'netns-c2') })).code).toBe(0);
+    const gwPort = [...kernel.links('').values()].find((l) => l.peer?.name === 'brunit0.42')!.name;
+    const second = kernel.calls.filter((c) => c.argv[0] === 'bridge')[1].input!.trim().split('\n');
+    expect(second).toEqual(expect.arrayContaining([`vlan del dev ${gwPort} vid 1`, `vlan add dev ${gwPort} vid 42 pvid untagged`]));
   });
 
   it('VLAN trunk: ranges, default VLAN kept with preserveDefaultVlan', async () => {
