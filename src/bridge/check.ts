@@ -8,7 +8,7 @@ import { parseResult, type Interface, type Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { runBatch } from '../iproute/batch';
 import { firstLink, isPromisc, linkKind, showDev, ifnameProblem, type IpLink } from '../iproute/link';
-import { mainTable, routeDstCidr, routeShowAll, type IpRoute } from '../iproute/route';
+import { MAIN_TABLE, routeDstCidr, routeShowAll, routeTableId, type IpRoute } from '../iproute/route';
 import { IP, Prefix } from '../net/ip';
 import { parseBridgeConfig, type BridgeConfig } from './config';
 import { planIpam, callIpam } from './ipam';
@@ -111,18 +111,23 @@ function checkAddresses(link: IpLink, expected: string[], ifname: string): void 
 }
 
 function checkRoutes(prev: Result, routes: IpRoute[], ifname: string): void {
-  const main = mainTable(routes);
   for (const r of prev.routes ?? []) {
     const dst = Prefix.parse(r.dst);
     if (!dst) throw drift(`prevResult route ${JSON.stringify(r.dst)} is not a CIDR`);
     const fam = dst.family;
-    const found = main.some((k) => {
+    // ADD puts a route with a "table" (spec 1.1) into that table, the others into main.
+    const table = r.table ?? MAIN_TABLE;
+    const found = routes.some((k) => {
+      if (routeTableId(k.table) !== table) return false;
       const kDst = Prefix.parse(routeDstCidr(k.dst, fam));
       if (!kDst || kDst.toString() !== dst.toString()) return false;
       if (k.dev !== undefined && k.dev !== ifname) return false;
       if (k.gateway && k.gateway.includes(':') !== (fam === 6)) return false;
       return !r.gw || normalizeIp(k.gateway ?? '') === normalizeIp(r.gw);
     });
-    if (!found) throw drift(`route to ${r.dst}${r.gw ? ` via ${r.gw}` : ''} from prevResult is missing in the container (dev ${ifname})`);
+    if (!found) {
+      const where = r.table === undefined ? '' : ` table ${r.table}`;
+      throw drift(`route to ${r.dst}${r.gw ? ` via ${r.gw}` : ''}${where} from prevResult is missing in the container (dev ${ifname})`);
+    }
   }
 }

@@ -1,6 +1,7 @@
 // Routes: batch lines and the entries of `ip -json route show table all`
 // (the one listing that covers both families in a batch: `ip route show`
 // alone is IPv4 only, and `-6` cannot be given per batch line).
+import { readdirSync, readFileSync } from 'node:fs';
 import type { Line } from './batch';
 
 export interface IpRoute {
@@ -82,3 +83,45 @@ export function routeDstCidr(dst: string, family: 4 | 6): string {
 
 /** Routes of the main table only. */
 export const mainTable = (routes: readonly IpRoute[]) => routes.filter((r) => r.table === undefined || r.table === 'main');
+
+export const MAIN_TABLE = 254;
+
+const TABLE_NAMES: Record<string, number> = { unspec: 0, default: 253, main: 254, local: 255 };
+let namedTables: Map<string, number> | undefined;
+
+/** Table names an operator gave in iproute2's rt_tables files, which `ip` prints instead of the number. */
+function rtTables(): Map<string, number> {
+  if (namedTables) return namedTables;
+  namedTables = new Map();
+  const files = ['/etc/iproute2/rt_tables', '/usr/share/iproute2/rt_tables', '/usr/lib/iproute2/rt_tables'];
+  for (const d of ['/etc/iproute2/rt_tables.d', '/usr/share/iproute2/rt_tables.d']) {
+    try {
+      files.push(...readdirSync(d).filter((f) => f.endsWith('.conf')).map((f) => `${d}/${f}`));
+    } catch {
+      // no such directory
+    }
+  }
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n')) {
+      const m = /^\s*(0x[0-9a-f]+|\d+)\s+(\S+)/i.exec(line);
+      if (m && !namedTables.has(m[2])) namedTables.set(m[2], Number(m[1]));
+    }
+  }
+  return namedTables;
+}
+
+/**
+ * The number of the table an `ip -json route` entry is in: its `table` is
+ * absent for the main table (without -details), a number, or a name.
+ */
+export function routeTableId(table: string | undefined): number | undefined {
+  if (table === undefined) return MAIN_TABLE;
+  if (/^\d+$/.test(table)) return Number(table);
+  return TABLE_NAMES[table] ?? rtTables().get(table);
+}

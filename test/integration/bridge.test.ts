@@ -117,6 +117,21 @@ describe('connectivity', () => {
     await del(c, a, 'a');
   });
 
+  it('a route with a "table" (cniVersion 1.1.0) goes into that table, and CHECK finds it there', async () => {
+    const c = conf('nettable', 'brttable', { cniVersion: '1.1.0' }, [v4(15)]);
+    (c.ipam as Record<string, unknown>).routes = [{ dst: '10.77.115.0/24', table: 100 }];
+    const a = lab.netns('table');
+    const r = await add(c, a, 'table');
+    try {
+      expect(r.routes).toEqual(expect.arrayContaining([{ dst: '10.77.115.0/24', table: 100 }]));
+      expect(lab.in(a, ['ip', 'route', 'show', 'table', '100'])).toContain('10.77.115.0/24 via 10.77.15.1 dev eth0');
+      const check = await lab.cni({ command: 'CHECK', conf: { ...c, prevResult: r }, netns: lab.path(a), id: 'table' });
+      expect(check.code, check.stdout).toBe(0);
+    } finally {
+      await del(c, a, 'table');
+    }
+  });
+
   it('CNI_NETNS as /proc/<pid>/ns/net of a process', async () => {
     const pid = lab.sleeper();
     const nsPath = `/proc/${pid}/ns/net`;

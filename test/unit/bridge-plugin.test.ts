@@ -498,6 +498,20 @@ describe('CHECK', () => {
     expect(r.json.msg).toMatch(/route to 0.0.0.0\/0 via 10.77.9.1 from prevResult is missing/);
   });
 
+  it('looks for a route with a "table" (spec 1.1) in that table', async () => {
+    setIpamResult({ cniVersion: '1.1.0', ips: [{ address: '10.77.9.5/24', gateway: '10.77.9.1' }], routes: [{ dst: '10.99.0.0/16', table: 100 }] });
+    const conf = await added({ cniVersion: '1.1.0' });
+    expect(kernel.ipLines().map((l) => l.line)).toContain('route append 10.99.0.0/16 via 10.77.9.1 dev eth0 table 100');
+    // The kernel lists it in table 100 (`ip -json route show table all`: "table":"100").
+    const route = kernel.routes.get(netns)!.find((r) => r.dst === '10.99.0.0/16') as { table?: string };
+    route.table = '100';
+    const ok = await cni({ command: 'CHECK', conf });
+    expect(ok.code, JSON.stringify(ok.json)).toBe(0);
+    // The same route in the main table is not the one prevResult names.
+    route.table = 'main';
+    expect((await cni({ command: 'CHECK', conf })).json.msg).toMatch(/route to 10.99.0.0\/16 table 100 from prevResult is missing/);
+  });
+
   it('names a veth taken off the bridge, a missing bridge, a changed MAC', async () => {
     const conf = await added();
     const veth = kernel.links('').get(hostVethName('c1', 'eth0'))!;

@@ -8,7 +8,7 @@ import { setRunner, type Runner } from '../../src/iproute/exec';
 import { isBatchSafe, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
 import { bridgeAdd, bridgePortSet, ifnameProblem, linkSet, normalizeMac, randomMac, vethAdd, isMulticastMac } from '../../src/iproute/link';
 import { addrAdd, addrReplace } from '../../src/iproute/addr';
-import { routeAppend, routeDstCidr, routeReplace } from '../../src/iproute/route';
+import { routeAppend, routeDstCidr, routeReplace, routeTableId } from '../../src/iproute/route';
 import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
 import { sysctlArgv } from '../../src/iproute/sysctl';
 import { masqAdd, masqCheck, masqComment, masqDel, masqList, NFT_TABLE } from '../../src/iproute/masq';
@@ -96,6 +96,7 @@ describe('builders', () => {
     expect(routeReplace({ dst: '10.2.0.0/24', gw: '10.2.0.0', dev: 'flannel.1', onlink: true }).join(' ')).toBe('route replace 10.2.0.0/24 via 10.2.0.0 dev flannel.1 onlink');
     expect(routeDstCidr('default', 6)).toBe('::/0');
     expect(routeDstCidr('10.0.0.5', 4)).toBe('10.0.0.5/32');
+    expect([undefined, 'main', '100', 'local', 'no-such-table-name'].map(routeTableId)).toEqual([254, 254, 100, 255, undefined]);
     expect(vlanAdd('v1', 10, { pvid: true, untagged: true }).join(' ')).toBe('vlan add dev v1 vid 10 pvid untagged');
     expect(vlanDel('v1', [5, 7]).join(' ')).toBe('vlan del dev v1 vid 5-7');
     expect(() => vlanAdd('v1', 4095)).toThrow(/invalid VLAN ID/);
