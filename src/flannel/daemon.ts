@@ -77,6 +77,12 @@ export class Daemon {
   /** Our lease is a reservation (no TTL, as flannel keeps them): it is never renewed, and re-written without a TTL. */
   private permanent = false;
   private leases: Lease[] = [];
+  /**
+   * Whether `leases` came from a successful list. Until one has, peers are
+   * never planned: an empty list that only means "etcd did not answer" would
+   * remove every peer.
+   */
+  private listed = false;
   private stopWatch?: () => void;
   private timer?: NodeJS.Timeout;
   private debounce?: NodeJS.Timeout;
@@ -194,6 +200,10 @@ export class Daemon {
       }
     });
     this.subnets = { subnet: acquired.subnet, ipv6Subnet: acquired.ipv6Subnet };
+    // The list the lease was chosen from is the first picture of the peers: if the
+    // store stops answering right now, the overlay is programmed from it, not emptied.
+    this.leases = acquired.listed.leases;
+    this.listed = true;
     this.leaseValue = acquired.value;
     this.permanent = !!acquired.permanent;
     this.renewAt = Date.now() + (o.leaseTtlS - renewMarginS(o.leaseTtlS)) * 1000;
@@ -343,6 +353,7 @@ export class Daemon {
     try {
       const res = await this.store.list();
       this.leases = res.leases;
+      this.listed = true;
       fresh = true;
       if (this.storeDown) this.log(`lease store ${this.store.description} is reachable again`);
       this.storeDown = false;
@@ -366,6 +377,7 @@ export class Daemon {
           this.log(`reconcile failed (${why}): VTEP ${s.spec.name}: ${(err as Error).message}`);
           continue;
         }
+        if (!this.listed) continue; // no picture of the peers yet: leave them as they are
         try {
           const { peers, skipped } = desiredPeers(this.leases, this.self(s), s.pool.network);
           // "lease <subnets>: why" — one log line per lease and family until its reason changes
@@ -380,7 +392,7 @@ export class Daemon {
         }
       }
       // the VTEPs are up: pods can be attached even if a peer failed to program
-      if (vtepsUp) this.writeSubnetEnv();
+      if (vtepsUp && this.listed) this.writeSubnetEnv();
     } catch (err) {
       this.log(`reconcile failed (${why}): ${(err as Error).message}`);
     }

@@ -11,12 +11,14 @@ import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, pa
 import { DEFAULT_PREFIX, LeaseStore, ListResult, StoreOptions, StoreUnavailable } from './store';
 import { loadEtcd3 } from './etcd-client';
 
+/** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
 const CALL_TIMEOUT_MS = 5000;
 /** First delay before a failed or cancelled watch is made again (doubling to 30 s). */
 const WATCH_RETRY_MS = 500;
 
 /** Grpc/etcd3 errors that mean "cannot reach etcd right now" become StoreUnavailable. */
 function unavailable(endpoints: string, err: unknown): Error {
+  if (err instanceof StoreUnavailable) return err;
   const e = err as Error & { code?: number };
   const name = e?.constructor?.name ?? '';
   if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
@@ -34,6 +36,7 @@ export class EtcdStore implements LeaseStore {
     private readonly client: Etcd3Type,
     private readonly prefix: string,
     private readonly endpoints: string,
+    private readonly timeoutMs: number,
   ) {
     this.description = `etcd ${endpoints} ${prefix}`;
   }
@@ -44,10 +47,11 @@ export class EtcdStore implements LeaseStore {
     for (const h of hosts) {
       if (!/^https?:\/\/[^/\s]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(h)} is not an http(s)://host:port URL`);
     }
+    const timeoutMs = opts.etcdTimeoutMs ?? CALL_TIMEOUT_MS;
     const options: IOptions = {
       hosts,
-      dialTimeout: CALL_TIMEOUT_MS,
-      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + CALL_TIMEOUT_MS }),
+      dialTimeout: timeoutMs,
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
     };
     if (opts.etcdCaFile) {
       options.credentials = {
@@ -59,18 +63,32 @@ export class EtcdStore implements LeaseStore {
     if (opts.etcdUsername) options.auth = { username: opts.etcdUsername, password: opts.etcdPassword ?? '' };
     const prefix = (opts.etcdPrefix ?? DEFAULT_PREFIX).replace(/\/+$/, '');
     if (!prefix.startsWith('/')) throw new Error(`--etcd-prefix must start with "/", got ${JSON.stringify(opts.etcdPrefix)}`);
-    return new EtcdStore(new Etcd3(options), prefix, hosts.join(','));
+    return new EtcdStore(new Etcd3(options), prefix, hosts.join(','), timeoutMs);
   }
 
   private key(subnets: LeaseSubnets): string {
     return `${this.prefix}/subnets/${leaseKey(subnets)}`;
   }
 
+  /**
+   * One store operation, bounded as a whole: etcd3 retries a call that timed out
+   * (three attempts of `timeoutMs` each), so during a partition a list would
+   * otherwise block the reconcile for 15 s and more per attempt.
+   */
   private async call<T>(fn: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new StoreUnavailable(`etcd ${this.endpoints} unreachable: no answer within ${this.timeoutMs / 1000} s`)),
+        this.timeoutMs,
+      );
+    });
     try {
-      return await fn();
+      return await Promise.race([fn(), deadline]);
     } catch (err) {
       throw unavailable(this.endpoints, err);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -117,7 +135,7 @@ export class EtcdStore implements LeaseStore {
   private async revoke(id: string | undefined): Promise<void> {
     if (!id) return;
     try {
-      await this.client.leaseClient.leaseRevoke({ ID: id });
+      await this.call(() => this.client.leaseClient.leaseRevoke({ ID: id }));
     } catch {
       // already expired or revoked: nothing holds it
     }

@@ -66,6 +66,8 @@ export interface StoreOptions {
   etcdKeyFile?: string;
   etcdUsername?: string;
   etcdPassword?: string;
+  /** The most any one etcd call may take, retries included (default 5 s); then it fails as unreachable. */
+  etcdTimeoutMs?: number;
 }
 
 /** Opens the store the flags ask for; the etcd client is loaded only here. */

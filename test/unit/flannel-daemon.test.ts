@@ -40,6 +40,8 @@ class MemStore implements LeaseStore {
   afterList?: () => void;
   /** Runs when watch() is called, before it registers: a change made just before the watch starts. */
   beforeWatch?: () => void;
+  /** Runs after each call that succeeded, with its text ("renew 10.88.1.0-24 ttl=60"). */
+  after?: (call: string) => void;
 
   private check(what: string): void {
     this.calls.push(what);
@@ -100,6 +102,7 @@ class MemStore implements LeaseStore {
     const { leases } = await this.list();
     if (this.entries.has(leaseKey(subnets)) || [subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
+    this.after?.(`create ${leaseKey(subnets)} ttl=${ttlS}`);
     return true;
   }
 
@@ -108,6 +111,7 @@ class MemStore implements LeaseStore {
     const e = this.entries.get(leaseKey(subnets));
     if (!e || (expectedValue !== undefined && e.raw !== expectedValue)) return false; // etcd: Value == expected
     this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
+    this.after?.(this.calls.at(-1)!);
     return true;
   }
 
@@ -378,6 +382,30 @@ describe('the daemon (in-memory store, model of the node)', () => {
     await daemon().start();
     expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
     expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/^FLANNEL_NETWORK=10.88.0.0\/16\nFLANNEL_SUBNET=10.88.\d+.1\/24\n/);
+  });
+
+  it('restarted while etcd stops answering right after the lease was taken: the peers stay as programmed, never emptied', async () => {
+    // the node as the previous run left it: VTEP, and two peers programmed
+    node.links.set('flannel.1', {
+      name: 'flannel.1', kind: 'vxlan', mtu: 1450, mac: '0a:00:00:00:00:01', up: true,
+      vxlan: { id: 1, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false },
+      addrs: [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }],
+    });
+    for (const n of [2, 3]) {
+      node.neigh.push({ dev: 'flannel.1', dst: `10.88.${n}.0`, lladdr: peerMac(n) });
+      node.fdb.push({ dev: 'flannel.1', mac: peerMac(n), dst: `192.168.88.${n}` });
+      node.routes.push({ dev: 'flannel.1', dst: `10.88.${n}.0/24`, gateway: `10.88.${n}.0` });
+      store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    }
+    store.put('10.88.1.0-24', peerValue(1), 600);
+    store.after = (call) => {
+      if (call.startsWith('renew 10.88.1.0-24')) store.down = true; // our lease is renewed, then etcd is gone
+    };
+    await daemon().start();
+    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(node.has('10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
+    expect(logs.join('\n')).toMatch(/etcd mem unreachable: connection refused; keeping the overlay as programmed/);
+    expect(logs.join('\n')).not.toMatch(/removed/);
   });
 
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {

@@ -4,6 +4,7 @@
 // local TCP server that never answers. Real etcd is in the integration tests.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EventEmitter } from 'node:events';
+import { Socket, createServer } from 'node:net';
 
 const lib = vi.hoisted(() => ({ fake: undefined as unknown }));
 vi.mock('../../src/flannel/etcd-client', () => ({
@@ -12,6 +13,7 @@ vi.mock('../../src/flannel/etcd-client', () => ({
 }));
 
 import { EtcdStore } from '../../src/flannel/etcd-store';
+import { StoreUnavailable } from '../../src/flannel/store';
 
 class FakeWatcher extends EventEmitter {
   cancelled = false;
@@ -106,4 +108,26 @@ describe('etcd store: a watch etcd cancels is made again', () => {
     await vi.waitFor(() => expect(changes).toContain('etcd watch recreated: full resync'), { timeout: 1000 });
     stop();
   });
+});
+
+describe('etcd store: calls are bounded', () => {
+  it('a list against an etcd that accepts connections but never answers (a partition) fails within the bound, retries included', async () => {
+    const sockets: Socket[] = [];
+    const server = createServer((s) => void sockets.push(s)); // accepts, never speaks
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    const store = await EtcdStore.open({ etcdEndpoints: [`http://127.0.0.1:${port}`], etcdTimeoutMs: 800 });
+    try {
+      const t0 = Date.now();
+      const err = await store.list().then(() => undefined, (e: unknown) => e);
+      const took = Date.now() - t0;
+      expect(err).toBeInstanceOf(StoreUnavailable);
+      expect((err as Error).message).toMatch(new RegExp(`^etcd http://127.0.0.1:${port} unreachable: `));
+      expect(took).toBeLessThan(2000); // etcd3 alone: three attempts of the call deadline each
+    } finally {
+      await store.close();
+      sockets.forEach((s) => s.destroy());
+      server.close();
+    }
+  }, 10_000);
 });
