@@ -22,6 +22,11 @@ export interface BridgeConfig {
   isDefaultGateway: boolean;
   forceAddress: boolean;
   ipMasq: boolean;
+  /**
+   * ADD and CHECK only. DEL and GC neither read nor validate it: they clean up
+   * both backends, so a config whose backend changed (or no longer validates)
+   * is still cleaned up.
+   */
   ipMasqBackend: MasqBackend;
   /** 0: leave the kernel's default. */
   mtu: number;
@@ -67,7 +72,7 @@ export function parseBridgeConfig(conf: NetConf, args: CniArgs, phase: Phase): B
     isDefaultGateway: false,
     forceAddress: false,
     ipMasq,
-    ipMasqBackend: parseBackend(conf, ipMasq),
+    ipMasqBackend: full ? parseBackend(conf, ipMasq) : 'iptables',
     mtu: 0,
     hairpinMode: false,
     promiscMode: false,

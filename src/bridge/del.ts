@@ -32,10 +32,11 @@ export async function del(req: Request): Promise<void> {
     }),
   ];
   if (cfg.ipMasq && cfg.ipamType) {
+    // From both backends: ADD may have used another one than the config names now.
     tasks.push(
-      import('../iproute/masq').then(({ masqDel }) =>
-        masqDel(cfg.ipMasqBackend, tags.attTag).catch((e) => {
-          throw kernelError(`removing masquerade rules (${cfg.ipMasqBackend})`, e);
+      import('../iproute/masq').then(({ masqDelEverywhere }) =>
+        masqDelEverywhere(tags.attTag).catch((e) => {
+          throw kernelError('removing masquerade rules', e);
         }),
       ),
     );

@@ -20,9 +20,10 @@ export async function gc(req: Request): Promise<void> {
   const cleanups: Promise<unknown>[] = [];
   if (cfg.ipMasq) {
     cleanups.push(
-      import('../iproute/masq').then(async ({ masqRemove }) => {
-        const gone = await masqRemove(cfg.ipMasqBackend, (net, att) => net === mine && !keep.has(att)).catch((e) => {
-          throw kernelError(`GC of masquerade rules (${cfg.ipMasqBackend})`, e);
+      // From both backends, as DEL.
+      import('../iproute/masq').then(async ({ masqRemoveEverywhere }) => {
+        const gone = await masqRemoveEverywhere((net, att) => net === mine && !keep.has(att)).catch((e) => {
+          throw kernelError('GC of masquerade rules', e);
         });
         if (gone.length) process.stderr.write(`bridge: GC removed the masquerade rules of ${gone.length} stale attachment(s)\n`);
       }),

@@ -14,7 +14,7 @@
 // nftables: table inet cni_ts_masquerade, chain postrouting (nat hook), one
 // rule per address: `ip saddr X ip daddr != {subnets} ip daddr != <multicast>
 // masquerade`. One `nft -f -` per call.
-import { exec } from './exec';
+import { CommandError, exec } from './exec';
 
 export type MasqBackend = 'iptables' | 'nftables';
 
@@ -105,6 +105,8 @@ interface SavedTable {
 }
 
 const notInstalled = (err: unknown) => (err as NodeJS.ErrnoException)?.code === 'ENOENT';
+/** iptables-save on a kernel without the nat table of that family (legacy iptables, module not loaded). */
+const noNatTable = (err: unknown) => err instanceof CommandError && /Table does not exist|do you need to insmod|can't initialize/i.test(err.result.stderr);
 
 async function iptablesList(family: 4 | 6): Promise<SavedTable> {
   const table: SavedTable = { family, chains: new Set(), rules: [] };
@@ -112,8 +114,8 @@ async function iptablesList(family: 4 | 6): Promise<SavedTable> {
   try {
     ({ stdout } = await exec([SAVE[family], '-t', 'nat']));
   } catch (err) {
-    // A host without ip6tables (or iptables) cannot hold rules of that family.
-    if (notInstalled(err)) return table;
+    // A host without ip6tables (or iptables), or without that nat table, cannot hold rules of that family.
+    if (notInstalled(err) || noNatTable(err)) return table;
     throw err;
   }
   for (const line of stdout.split('\n')) {
@@ -175,12 +177,19 @@ function nftAddScript(owner: MasqOwner, targets: MasqTarget[]): string {
 }
 
 async function nftListRules(): Promise<NftRule[]> {
-  const run = await exec(['nft', '-j', 'list', 'chain', 'inet', NFT_TABLE, NFT_CHAIN], { allow: [1] });
+  let run;
+  try {
+    run = await exec(['nft', '-j', 'list', 'chain', 'inet', NFT_TABLE, NFT_CHAIN], { allow: [1] });
+  } catch (err) {
+    if (notInstalled(err)) return []; // no nft, no nftables rules
+    throw err;
+  }
   if (run.code !== 0) {
-    if (/No such file or directory/.test(run.stderr)) return [];
+    // No table (or chain) of ours, or a kernel without nf_tables: nothing of ours is there.
+    if (/No such file or directory|Operation not supported|Protocol not supported/.test(run.stderr)) return [];
     throw new Error(`nft list chain inet ${NFT_TABLE} ${NFT_CHAIN} failed: ${run.stderr.trim()}`);
   }
-  const parsed = JSON.parse(run.stdout) as { nftables?: { rule?: NftRule }[] };
+  const parsed = (run.stdout.trim() ? JSON.parse(run.stdout) : {}) as { nftables?: { rule?: NftRule }[] };
   return (parsed.nftables ?? []).flatMap((o) => (o.rule ? [o.rule] : []));
 }
 
@@ -256,9 +265,30 @@ export async function masqRemove(backend: MasqBackend, drop: (netTag: string, at
   return [...new Set(gone.flatMap((s) => [...s]))];
 }
 
-/** Removes one attachment's masquerade (DEL). */
+/** Removes one attachment's masquerade (ADD's undo, which knows the backend it used). */
 export function masqDel(backend: MasqBackend, attTag: string): Promise<string[]> {
   return masqRemove(backend, (_net, att) => att === attTag);
+}
+
+export const MASQ_BACKENDS: readonly MasqBackend[] = ['iptables', 'nftables'];
+
+/**
+ * masqRemove in both backends (DEL, GC): rules may have been installed with
+ * another backend than the config names now (ipMasqBackend changed, or left
+ * to auto-detection on a host whose tools changed). A backend whose tool is
+ * not installed, or that holds no table of ours, has nothing to remove. Both
+ * are tried even when one fails; then the first failure is thrown.
+ */
+export async function masqRemoveEverywhere(drop: (netTag: string, attTag: string) => boolean): Promise<string[]> {
+  const settled = await Promise.allSettled(MASQ_BACKENDS.map((b) => masqRemove(b, drop)));
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return [...new Set(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value : [])))];
+}
+
+/** One attachment's masquerade, from both backends (DEL). */
+export function masqDelEverywhere(attTag: string): Promise<string[]> {
+  return masqRemoveEverywhere((_net, att) => att === attTag);
 }
 
 /** What is missing of an attachment's masquerade, or undefined when all its addresses are covered (CHECK). */

@@ -362,6 +362,20 @@ describe('masquerade', () => {
     });
   }
 
+  it('DEL removes the rules whichever backend installed them, also with an ipMasqBackend that no longer validates', async () => {
+    const c = conf('netswitch', 'brtswitch', { ipMasq: true, ipMasqBackend: 'iptables' }, [v4(26)]);
+    const a = lab.netns('switch');
+    await add(c, a, 'sw');
+    expect(tagged('iptables').length).toBeGreaterThan(0);
+    await del({ ...c, ipMasqBackend: 'nftables' }, a, 'sw'); // the config changed backend since ADD
+    expect(tagged('iptables')).toEqual([]);
+    await add({ ...c, ipMasqBackend: 'nftables' }, a, 'sw');
+    expect(tagged('nftables').length).toBeGreaterThan(0);
+    await del({ ...c, ipMasqBackend: 'ipfw' }, a, 'sw');
+    expect(tagged('nftables')).toEqual([]);
+    expect(held('netswitch')).toEqual([]);
+  });
+
   it('GC removes the rules and addresses of attachments no longer valid, and keeps the rest', async () => {
     const c = conf('netgc', 'brtgc', { cniVersion: '1.1.0', ipMasq: true }, [v4(25)]);
     const a = lab.netns('gca');

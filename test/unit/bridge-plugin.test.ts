@@ -78,6 +78,95 @@ async function cni({ command, conf, id = 'c1', ifname = 'eth0', args, ns = netns
   return { code: out.exitCode, json: out.stdout ? JSON.parse(out.stdout) : undefined };
 }
 
+/**
+ * A small model of the masquerade firewall on the fake kernel's replies: the
+ * nat table of both iptables families (iptables-save; iptables-restore
+ * --noflush with -A/-D/-F/-X and chain declarations, all or nothing) and the
+ * nftables chain of table inet cni_ts_masquerade (`nft -f -` scripts, all or
+ * nothing; `nft -j list chain`). `before` runs ahead of each command (to
+ * change the rules between a listing and a removal, as a concurrent DEL would).
+ */
+function fakeFirewall(k: FakeKernel) {
+  type Family = 4 | 6;
+  const ipt: Record<Family, { chains: Set<string>; rules: string[] }> = { 4: { chains: new Set(), rules: [] }, 6: { chains: new Set(), rules: [] } };
+  const nft = { table: false, next: 1, rules: [] as { handle: number; text: string; comment: string; saddr: string; family: string }[] };
+  const fw = { ipt, nft, before: undefined as ((argv0: string, input?: string) => void) | undefined };
+  const fail = (stderr: string) => ({ code: 1, stdout: '', stderr });
+  for (const f of [4, 6] as const) {
+    const pre = f === 4 ? 'iptables' : 'ip6tables';
+    k.replies.set(`${pre}-save`, () => {
+      fw.before?.(`${pre}-save`);
+      const t = ipt[f];
+      return { code: 0, stderr: '', stdout: ['*nat', ':POSTROUTING ACCEPT [0:0]', ...[...t.chains].map((c) => `:${c} - [0:0]`), ...t.rules, 'COMMIT', ''].join('\n') };
+    });
+    k.replies.set(`${pre}-restore`, (r) => {
+      fw.before?.(`${pre}-restore`, r.input);
+      const chains = new Set(ipt[f].chains);
+      let rules = [...ipt[f].rules];
+      const lines = r.input!.split('\n');
+      for (const [i, line] of lines.entries()) {
+        const [op, chain, ...rest] = line.split(' ');
+        const known = chain === 'POSTROUTING' || chains.has(chain);
+        const bad = (why: string) => fail(`${pre}-restore: line ${i + 1} failed: ${why}\n`);
+        if (line.startsWith(':')) chains.add(line.slice(1).split(' ')[0]);
+        else if (op === '-A') {
+          if (!known) return bad(`Chain '${chain}' does not exist`);
+          rules.push(line);
+        } else if (op === '-D') {
+          const at = rules.indexOf(`-A ${chain} ${rest.join(' ')}`);
+          if (at < 0) return bad('Bad rule (does a matching rule exist in that chain?)');
+          rules.splice(at, 1);
+        } else if (op === '-F') {
+          if (!known) return bad(`Chain '${chain}' does not exist`);
+          rules = rules.filter((x) => !x.startsWith(`-A ${chain} `));
+        } else if (op === '-X') {
+          if (!known) return bad(`Chain '${chain}' does not exist`);
+          chains.delete(chain);
+        }
+      }
+      ipt[f].chains = chains;
+      ipt[f].rules = rules;
+      return { code: 0, stdout: '', stderr: '' };
+    });
+  }
+  k.replies.set('nft', (r) => {
+    fw.before?.('nft', r.input);
+    if (r.argv.includes('list')) {
+      if (!nft.table) return fail('Error: No such file or directory\nlist chain inet cni_ts_masquerade postrouting\n');
+      const rule = (x: (typeof nft.rules)[number]) => ({
+        rule: { family: 'inet', table: 'cni_ts_masquerade', chain: 'postrouting', handle: x.handle, comment: x.comment, expr: [{ match: { op: '==', left: { payload: { protocol: x.family, field: 'saddr' } }, right: x.saddr } }] },
+      });
+      return { code: 0, stderr: '', stdout: JSON.stringify({ nftables: [{ metainfo: {} }, { chain: {} }, ...nft.rules.map(rule)] }) };
+    }
+    let table = nft.table;
+    let rules = [...nft.rules];
+    let next = nft.next;
+    for (const line of (r.input ?? '').split('\n')) {
+      if (!line.includes('cni_ts_masquerade')) continue; // other tables (the MAC spoof check) are not modelled
+      if (line.startsWith('add table')) table = true;
+      else if (line.startsWith('add rule')) {
+        const m = /(ip6?) saddr (\S+) .*comment "([^"]*)"/.exec(line)!;
+        rules.push({ handle: next++, text: line, comment: m[3], saddr: m[2], family: m[1] });
+      } else if (line.startsWith('delete rule')) {
+        const handle = Number(line.split(' ').pop());
+        if (!rules.some((x) => x.handle === handle)) return fail(`Error: Could not process rule: No such file or directory\n${line}\n`);
+        rules = rules.filter((x) => x.handle !== handle);
+      }
+    }
+    Object.assign(nft, { table, rules, next });
+    return { code: 0, stdout: '', stderr: '' };
+  });
+  return fw;
+}
+
+/** Tagged masquerade rules the model holds, per backend. */
+function taggedRules(fw: ReturnType<typeof fakeFirewall>) {
+  return {
+    iptables: [...fw.ipt[4].rules, ...fw.ipt[6].rules].filter((r) => r.includes('cni-ts:')),
+    nftables: fw.nft.rules.map((r) => r.comment),
+  };
+}
+
 const base = (extra: Record<string, unknown> = {}) => ({
   cniVersion: '1.0.0',
   name: 'unitnet',
@@ -466,6 +555,61 @@ describe('DEL', () => {
       'COMMIT',
     ]);
     expect(kernel.calls.filter((x) => x.argv[0] === 'ip6tables-restore')).toHaveLength(0);
+  });
+});
+
+describe('DEL and GC of masquerade rules, whichever backend installed them', () => {
+  it('DEL removes the attachment\'s rules from both backends, whatever ipMasqBackend says now (even an invalid one)', async () => {
+    setIpamResult(IPAM_DUAL);
+    const fw = fakeFirewall(kernel);
+    // c1 added with iptables, c2 with nftables (a host that switched backends).
+    expect((await cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: 'iptables' }) })).code).toBe(0);
+    expect((await cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: 'nftables' }), id: 'c2', ns: join(dir, 'netns-c2') })).code).toBe(0);
+    const { attTag: a1 } = attachmentTags('unitnet', 'c1', 'eth0');
+    const { attTag: a2 } = attachmentTags('unitnet', 'c2', 'eth0');
+    expect(taggedRules(fw).iptables.every((r) => r.includes(a1))).toBe(true);
+    expect(taggedRules(fw).nftables).toHaveLength(2);
+
+    const d1 = await cni({ command: 'DEL', conf: base({ ipMasq: true, ipMasqBackend: 'nftables' }) });
+    expect(d1.code, JSON.stringify(d1.json)).toBe(0);
+    expect(taggedRules(fw).iptables).toEqual([]);
+    expect(fw.ipt[4].chains.size + fw.ipt[6].chains.size).toBe(0);
+    expect(taggedRules(fw).nftables.every((c) => c.includes(a2))).toBe(true);
+
+    const d2 = await cni({ command: 'DEL', conf: base({ ipMasq: true, ipMasqBackend: 'pf' }), id: 'c2', ns: '' });
+    expect(d2.code, JSON.stringify(d2.json)).toBe(0);
+    expect(taggedRules(fw)).toEqual({ iptables: [], nftables: [] });
+  });
+
+  it('DEL does not mind a backend whose tool is missing or that has no table', async () => {
+    const notInstalled = (argv0: string) => () => {
+      throw Object.assign(new Error(`spawnSync ${argv0} ENOENT`), { code: 'ENOENT', syscall: `spawnSync ${argv0}` });
+    };
+    kernel.replies.set('iptables-save', () => ({ code: 1, stdout: '', stderr: 'iptables-save v1.8.9 (legacy): Table does not exist (do you need to insmod?)\n' }));
+    kernel.replies.set('ip6tables-save', notInstalled('ip6tables-save'));
+    kernel.replies.set('nft', notInstalled('nft'));
+    for (const ipMasqBackend of ['iptables', 'nftables']) {
+      const r = await cni({ command: 'DEL', conf: base({ ipMasq: true, ipMasqBackend }), ns: '' });
+      expect(r.code, JSON.stringify(r.json)).toBe(0);
+    }
+    kernel.replies.set('nft', () => ({ code: 1, stdout: '', stderr: 'Error: No such file or directory\nlist chain inet cni_ts_masquerade postrouting\n' }));
+    expect((await cni({ command: 'DEL', conf: base({ ipMasq: true }), ns: '' })).code).toBe(0);
+  });
+
+  it('GC removes stale attachments\' rules from both backends', async () => {
+    const fw = fakeFirewall(kernel);
+    for (const [id, backend] of [['live', 'iptables'], ['dead1', 'iptables'], ['dead2', 'nftables']] as const) {
+      const ns = join(dir, `netns-${id}`);
+      writeFileSync(ns, '');
+      expect((await cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: backend }), id, ns })).code).toBe(0);
+    }
+    const conf = base({ cniVersion: '1.1.0', ipMasq: true, ipMasqBackend: 'ipfw', 'cni.dev/valid-attachments': [{ containerID: 'live', ifname: 'eth0' }] });
+    const r = await cni({ command: 'GC', conf, ns: '' });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
+    const live = attachmentTags('unitnet', 'live', 'eth0').attTag;
+    expect(taggedRules(fw).iptables.length).toBeGreaterThan(0);
+    expect(taggedRules(fw).iptables.every((x) => x.includes(live))).toBe(true);
+    expect(taggedRules(fw).nftables).toEqual([]);
   });
 });
 
