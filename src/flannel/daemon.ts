@@ -52,8 +52,10 @@ export function randomVtepMac(): string {
   return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
 }
 
-/** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, a quarter for short TTLs. */
-export const renewMarginS = (ttlS: number) => Math.min(3600, Math.floor(ttlS / 4));
+/** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, half the TTL for short ones. */
+export const renewMarginS = (ttlS: number) => Math.min(3600, ttlS / 2);
+/** How soon a renewal that failed is tried again: a tenth of the margin, from 1 s to 1 min. */
+export const renewRetryMs = (ttlS: number) => Math.min(60_000, Math.max(1000, renewMarginS(ttlS) * 100));
 
 /** One family of the overlay: its pool, its VTEP and (once leased) this node's subnet. */
 interface Side {
@@ -84,7 +86,12 @@ export class Daemon {
    */
   private listed = false;
   private stopWatch?: () => void;
+  /** The next periodic reconcile (re-armed when one ends: two never overlap). */
   private timer?: NodeJS.Timeout;
+  /** The next renewal of our lease: its own timer, from the TTL, whatever the reconcile interval. */
+  private renewTimer?: NodeJS.Timeout;
+  /** Writes of our own lease (renewal, re-creation, release), one at a time. */
+  private leaseLock: Promise<unknown> = Promise.resolve();
   private debounce?: NodeJS.Timeout;
   private running?: Promise<void>;
   private again = false;
@@ -206,7 +213,8 @@ export class Daemon {
     this.listed = true;
     this.leaseValue = acquired.value;
     this.permanent = !!acquired.permanent;
-    this.renewAt = Date.now() + (o.leaseTtlS - renewMarginS(o.leaseTtlS)) * 1000;
+    this.leaseWritten();
+    this.armRenewal();
     this.sides = bases.map(({ family, pool, publicIP, ...spec }) => ({
       family,
       pool,
@@ -228,7 +236,8 @@ export class Daemon {
     } catch (err) {
       // Nothing half-done: a lease we just took is given back, devices we just made go.
       for (const name of created) await deleteLink(name, o.netns).catch(() => {});
-      if (acquired.how !== 'reused') await this.store.remove(this.subnets).catch(() => {});
+      clearTimeout(this.renewTimer);
+      if (acquired.how !== 'reused') await this.withLease(() => this.store.remove(this.subnets)).catch(() => {});
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
     // Watch from the list the lease was chosen from, before the first reconcile lists
@@ -241,7 +250,7 @@ export class Daemon {
       acquired.listed.revision,
     );
     await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
-    this.timer = setInterval(() => void this.tick(), o.reconcileMs);
+    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), o.reconcileMs);
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
   }
 
@@ -296,35 +305,75 @@ export class Daemon {
     this.debounce = setTimeout(() => void this.sync(why), 20);
   }
 
+  /**
+   * The periodic reconcile. The next one is armed only when this one has
+   * finished: a slow store never makes two run at once (setInterval would).
+   */
   private async tick(): Promise<void> {
     if (this.stopped) return;
     try {
-      await this.store.expire?.();
-    } catch (err) {
-      this.logOnce(`cannot expire old leases: ${(err as Error).message}`, 'expire');
+      try {
+        await this.store.expire?.();
+      } catch (err) {
+        this.logOnce(`cannot expire old leases: ${(err as Error).message}`, 'expire');
+      }
+      if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.logOnce(`cannot turn IPv6 forwarding on: ${(err as Error).message}`, 'fwd6'));
+      await this.sync('periodic reconcile');
+    } finally {
+      if (!this.stopped) this.timer = setTimeout(() => void this.tick(), this.opts.reconcileMs);
     }
-    if (!this.permanent && Date.now() >= this.renewAt) await this.renew();
-    if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.logOnce(`cannot turn IPv6 forwarding on: ${(err as Error).message}`, 'fwd6'));
-    await this.sync('periodic reconcile');
   }
 
   private get leaseName(): string {
     return describeSubnets(this.subnets);
   }
 
-  private async renew(): Promise<void> {
-    try {
-      const ok = await this.store.renew(this.subnets, this.attrs, this.opts.leaseTtlS, this.leaseValue);
-      if (!ok) {
-        this.log(`cannot renew lease ${this.leaseName}: it now holds another node's data`);
-        return;
+  /**
+   * Runs a write of our own lease once the previous one has finished: two
+   * renewals interleaving in the etcd store could revoke the etcd lease the
+   * key had just been moved to, deleting our live lease.
+   */
+  private withLease<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.leaseLock.then(fn, fn);
+    this.leaseLock = run.catch(() => {});
+    return run;
+  }
+
+  /** Our lease was just written with a fresh TTL. */
+  private leaseWritten(): void {
+    this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
+  }
+
+  /** Arms the renewal timer (at renewAt, or after `delayMs`); a reservation is never renewed. */
+  private armRenewal(delayMs = this.renewAt - Date.now()): void {
+    clearTimeout(this.renewTimer);
+    this.renewTimer = undefined;
+    if (this.stopped || this.permanent) return;
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(0, Math.min(delayMs, 2 ** 31 - 1)));
+  }
+
+  private renew(): Promise<void> {
+    return this.withLease(async () => {
+      if (this.stopped || this.permanent) return;
+      const ttl = this.opts.leaseTtlS;
+      try {
+        const ok = await this.store.renew(this.subnets, this.attrs, ttl, this.leaseValue);
+        if (!ok) {
+          this.log(`cannot renew lease ${this.leaseName}: it now holds another node's data`);
+          this.schedule('lease renewal refused'); // the reconcile looks at what it holds now
+          this.armRenewal(renewRetryMs(ttl));
+          return;
+        }
+        this.leaseValue = encodeAttrs(this.attrs);
+        this.leaseWritten();
+        this.reported.forEach((k) => k.startsWith('renew\n') && this.reported.delete(k));
+        this.log(`renewed lease ${this.leaseName} for ${ttl} s`);
+        this.armRenewal();
+      } catch (err) {
+        this.logOnce(`cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${renewRetryMs(ttl) / 1000} s`, 'renew');
+        this.armRenewal(renewRetryMs(ttl));
       }
-      this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
-      this.reported.forEach((k) => k.startsWith('renew\n') && this.reported.delete(k));
-      this.log(`renewed lease ${this.leaseName} for ${this.opts.leaseTtlS} s`);
-    } catch (err) {
-      this.logOnce(`cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${this.opts.reconcileMs / 1000} s`, 'renew');
-    }
+    });
   }
 
   /** One reconcile at a time; a request while one runs makes it run once more. */
@@ -406,7 +455,10 @@ export class Daemon {
     if (ours && encodeAttrs(ours.attrs) === mine) {
       // ours, whatever its spelling: the next renewal is guarded by the value as stored
       this.leaseValue = ours.raw ?? mine;
-      this.permanent = !!ours.permanent; // an operator may turn it into a reservation, or back
+      if (this.permanent !== !!ours.permanent) {
+        this.permanent = !!ours.permanent; // an operator turned it into a reservation, or back
+        this.armRenewal();
+      }
       return;
     }
     const me = identity(this.cfg, this.attrs)!;
@@ -415,13 +467,16 @@ export class Daemon {
       this.logOnce(`CONFLICT: subnet ${this.leaseName} is now leased by ${holder ?? ours.attrs.publicIP ?? ours.attrs.publicIPv6}; leaving it alone`, 'conflict');
       return;
     }
-    const ok = ours
-      ? await this.store.renew(this.subnets, this.attrs, ours.permanent ? 0 : this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
-      : await this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS);
+    const ok = await this.withLease(() =>
+      ours
+        ? this.store.renew(this.subnets, this.attrs, ours.permanent ? 0 : this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
+        : this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS),
+    );
     if (ok) {
       this.leaseValue = mine;
       this.permanent = !!ours?.permanent; // a reservation re-written stays one; a re-created lease has a TTL
-      this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
+      this.leaseWritten();
+      this.armRenewal();
       this.log(`lease ${this.leaseName} was ${ours ? 'changed' : 'gone'} in the store: written again`);
       const { leases } = await this.store.list();
       this.leases = leases;
@@ -434,13 +489,14 @@ export class Daemon {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
+    clearTimeout(this.renewTimer);
     clearTimeout(this.debounce);
     this.stopWatch?.();
     await this.running?.catch(() => {});
     if (this.opts.releaseOnExit && this.sides.length) {
       try {
-        await this.store.remove(this.subnets);
+        await this.withLease(() => this.store.remove(this.subnets)); // after a renewal in flight, never beside it
         this.log(`released lease ${this.leaseName}`);
       } catch (err) {
         this.log(`cannot release lease ${this.leaseName}: ${(err as Error).message}`);

@@ -31,6 +31,8 @@ export class EtcdStore implements LeaseStore {
   readonly description: string;
   /** etcd lease IDs we attached to our own keys, so a renewal can revoke the old one. */
   private readonly held = new Map<string, string>();
+  /** Writes that move our keys between etcd leases run one at a time (see exclusive()). */
+  private writing: Promise<unknown> = Promise.resolve();
 
   private constructor(
     private readonly client: Etcd3Type,
@@ -92,6 +94,17 @@ export class EtcdStore implements LeaseStore {
     }
   }
 
+  /**
+   * One write of our keys at a time, each to its end (even past a caller's
+   * deadline): interleaved, renewal A could revoke the etcd lease renewal B had
+   * just moved the key to, which deletes the key.
+   */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.writing.then(fn, fn);
+    this.writing = run.catch(() => {});
+    return run;
+  }
+
   getConfig(): Promise<string | undefined> {
     return this.call(async () => (await this.client.get(`${this.prefix}/config`).string()) ?? undefined);
   }
@@ -151,7 +164,7 @@ export class EtcdStore implements LeaseStore {
   async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
     const { leases, revision } = await this.listAt();
     if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
-    return this.call(async () => {
+    return this.call(() => this.exclusive(async () => {
       const id = await this.grant(ttlS);
       const key = this.key(subnets);
       const rangeStart = Buffer.from(`${this.prefix}/subnets/`);
@@ -169,12 +182,12 @@ export class EtcdStore implements LeaseStore {
       }
       this.held.set(key, id);
       return true;
-    });
+    }));
   }
 
   /** Guarded by the value exactly as stored (`expectedValue` is a Lease's `raw`, or what we wrote). */
   async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
-    return this.call(async () => {
+    return this.call(() => this.exclusive(async () => {
       // ttlS 0: a reservation, written as flannel keeps it, attached to no etcd lease
       const id = ttlS > 0 ? await this.grant(ttlS) : undefined;
       const key = this.key(subnets);
@@ -192,14 +205,16 @@ export class EtcdStore implements LeaseStore {
       if (id !== undefined) this.held.set(key, id);
       else this.held.delete(key);
       return true;
-    });
+    }));
   }
 
   async remove(subnets: LeaseSubnets): Promise<void> {
     const key = this.key(subnets);
-    await this.call(() => this.client.delete().key(key).exec());
-    await this.revoke(this.held.get(key));
-    this.held.delete(key);
+    await this.call(() => this.exclusive(async () => {
+      await this.client.delete().key(key).exec();
+      await this.revoke(this.held.get(key));
+      this.held.delete(key);
+    }));
   }
 
   /**

@@ -42,6 +42,11 @@ class MemStore implements LeaseStore {
   beforeWatch?: () => void;
   /** Runs after each call that succeeded, with its text ("renew 10.88.1.0-24 ttl=60"). */
   after?: (call: string) => void;
+  /** How long a renewal takes (a slow etcd). */
+  renewDelayMs = 0;
+  /** Renewals in flight right now, and the most there ever were at once. */
+  private renewing = 0;
+  maxConcurrentRenewals = 0;
 
   private check(what: string): void {
     this.calls.push(what);
@@ -108,6 +113,12 @@ class MemStore implements LeaseStore {
 
   async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     this.check(`renew ${leaseKey(subnets)} ttl=${ttlS}`);
+    this.maxConcurrentRenewals = Math.max(this.maxConcurrentRenewals, ++this.renewing);
+    try {
+      if (this.renewDelayMs) await new Promise((r) => setTimeout(r, this.renewDelayMs));
+    } finally {
+      this.renewing--;
+    }
     const e = this.entries.get(leaseKey(subnets));
     if (!e || (expectedValue !== undefined && e.raw !== expectedValue)) return false; // etcd: Value == expected
     this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
@@ -406,6 +417,29 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(node.has('10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
     expect(logs.join('\n')).toMatch(/etcd mem unreachable: connection refused; keeping the overlay as programmed/);
     expect(logs.join('\n')).not.toMatch(/removed/);
+  });
+
+  it('the lease is renewed on its own timer from the TTL, however long the reconcile interval', async () => {
+    const d = daemon({ leaseTtlS: 2, reconcileMs: 60_000 });
+    await d.start();
+    const key = [...store.entries.keys()].find((k) => decodeAttrs(store.entries.get(k)!.raw).publicIP?.toString() === '192.168.88.1')!;
+    const t0 = Date.now();
+    for (let i = 0; i < 25; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const e = store.entries.get(key);
+      expect(e && e.expiresAt! > Date.now(), `lease alive after ${Date.now() - t0} ms`).toBe(true);
+    }
+    expect(store.calls.filter((c) => c === `renew ${key} ttl=2`).length).toBeGreaterThanOrEqual(2);
+    expect(logs.join('\n')).toMatch(/renewed lease .* for 2 s/);
+  });
+
+  it('renewals and reconciles never overlap, however slow the store is', async () => {
+    store.renewDelayMs = 300;
+    const d = daemon({ leaseTtlS: 1, reconcileMs: 20 });
+    await d.start();
+    await new Promise((r) => setTimeout(r, 1600));
+    expect(store.calls.filter((c) => c.startsWith('renew')).length).toBeGreaterThanOrEqual(2);
+    expect(store.maxConcurrentRenewals).toBe(1);
   });
 
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {

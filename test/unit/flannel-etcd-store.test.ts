@@ -14,6 +14,8 @@ vi.mock('../../src/flannel/etcd-client', () => ({
 
 import { EtcdStore } from '../../src/flannel/etcd-store';
 import { StoreUnavailable } from '../../src/flannel/store';
+import { encodeAttrs } from '../../src/flannel/lease';
+import { IP, Prefix } from '../../src/net/ip';
 
 class FakeWatcher extends EventEmitter {
   cancelled = false;
@@ -28,6 +30,39 @@ class FakeEtcd3 {
   readonly watches: { prefix?: string; startRevision?: string; watcher: FakeWatcher }[] = [];
   /** The next create() calls fail with these (etcd refusing the watch: compacted revision, down). */
   readonly createFailures: Error[] = [];
+  /** Keys, each on an etcd lease ('0': none); revoking a lease deletes its keys, as etcd does. */
+  readonly kv = new Map<string, { value: string; lease: string }>();
+  readonly revoked: string[] = [];
+  private nextLease = 1000;
+  /** How long each successive txn's answer takes to come back (applied at once, answered late). */
+  readonly answerDelays: number[] = [];
+  readonly leaseClient = {
+    leaseGrant: async () => ({ ID: String(this.nextLease++) }),
+    leaseRevoke: async ({ ID }: { ID: string }) => {
+      this.revoked.push(ID);
+      for (const [k, v] of this.kv) if (v.lease === ID) this.kv.delete(k);
+      return {};
+    },
+  };
+  put(key: string) {
+    const op = { key, value: '', lease: '0' };
+    const b = { value: (v: string) => ((op.value = v), b), lease: (id: string) => ((op.lease = String(id)), b), op };
+    return b;
+  }
+  if(key: string, target: string, _cmp: string, expected: string | number) {
+    let put: ReturnType<FakeEtcd3['put']>;
+    const b = {
+      then: (p: ReturnType<FakeEtcd3['put']>) => ((put = p), b),
+      commit: async () => {
+        const cur = this.kv.get(key);
+        const ok = target === 'Value' ? cur?.value === expected : !!cur;
+        if (ok) this.kv.set(put.op.key, { value: put.op.value, lease: put.op.lease });
+        await tick(this.answerDelays.shift() ?? 0);
+        return { succeeded: ok };
+      },
+    };
+    return b;
+  }
   constructor(readonly options: Record<string, unknown>) {
     FakeEtcd3.last = this;
   }
@@ -130,4 +165,24 @@ describe('etcd store: calls are bounded', () => {
       server.close();
     }
   }, 10_000);
+});
+
+describe('etcd store: writes of our lease', () => {
+  it('two renewals at once never revoke the etcd lease the key was just moved to', async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const store = await open();
+    const fake = FakeEtcd3.last;
+    const subnets = { subnet: Prefix.parse('10.88.5.0/24')! };
+    const attrs = { publicIP: IP.parse('192.168.88.5')!, backendType: 'vxlan', vni: 1, vtepMAC: '0a:00:00:00:00:05' };
+    const key = '/coreos.com/network/subnets/10.88.5.0-24';
+    fake.kv.set(key, { value: encodeAttrs(attrs), lease: '0' });
+    expect(await store.renew(subnets, attrs, 60, encodeAttrs(attrs))).toBe(true); // the key now on an etcd lease of ours
+    // the first renewal's answer comes back late: the second has moved the key meanwhile
+    fake.answerDelays.push(50, 0);
+    const both = await Promise.all([store.renew(subnets, attrs, 60, encodeAttrs(attrs)), store.renew(subnets, attrs, 60, encodeAttrs(attrs))]);
+    expect(both).toEqual([true, true]);
+    const now = fake.kv.get(key);
+    expect(now, 'the key must still be there').toBeDefined();
+    expect(fake.revoked).not.toContain(now!.lease);
+  });
 });
