@@ -29,12 +29,17 @@ export interface IpLink {
   addr_info?: AddrInfo[];
 }
 
-/** Kernel limits for a link name (IFNAMSIZ - 1 bytes; no '/', ':' or whitespace; not '.' or '..'). */
+/**
+ * Kernel limits for a link name (IFNAMSIZ - 1 bytes; no '/', ':' or whitespace;
+ * not '.' or '..'), and no '%': the kernel takes "name%d" as a template and
+ * creates name0, name1... instead (any other '%' it refuses).
+ */
 export function ifnameProblem(name: string): string | undefined {
   if (name === '') return 'it is empty';
   if (Buffer.byteLength(name) > 15) return 'it is longer than 15 bytes';
   if (name === '.' || name === '..') return "it is '.' or '..'";
   if (/[/:\s]/.test(name)) return "it contains '/', ':' or whitespace";
+  if (name.includes('%')) return "it contains '%', which the kernel takes as a name template (name%d makes name0, name1...)";
   if (/["'\\#]/.test(name)) return 'it contains a quote, backslash or #, which ip -batch cannot carry';
   return undefined;
 }

@@ -427,6 +427,7 @@ describe('concurrency and failure', () => {
       ['unknown ipMasqBackend', { ipMasq: true, ipMasqBackend: 'ipfw' }, 7, /field "ipMasqBackend"/],
       ['ipam plugin missing from CNI_PATH', { ipam: { type: 'no-such-ipam', subnet: '10.77.31.0/24' } }, 7, /plugin "no-such-ipam" \(field "ipam.type"\) not found in CNI_PATH/],
       ['bridge name too long', { bridge: 'brt-much-too-long' }, 7, /field "bridge"/],
+      ['bridge name template (%d)', { bridge: 'brt%d' }, 7, /field "bridge" "brt%d" is not a valid link name: it contains '%'/],
       ['bad ipam range (host-local refuses)', { ipam: { type: 'host-local', subnet: 'nonsense', dataDir: ipamDir() } }, 7, /host-local/],
     ];
     const hostBefore = lab.links(lab.host).map((l) => l.ifname).sort();
@@ -439,6 +440,12 @@ describe('concurrency and failure', () => {
       expect(lab.links(a).map((l) => l.ifname), what).toEqual(['lo']);
       expect(held('netbad'), what).toEqual([]);
     }
+    // CNI_IFNAME "eth%d" would make the kernel name the container end eth0, eth1...
+    const badIf = await lab.cni({ command: 'ADD', conf: good, netns: lab.path(a), id: 'bad', ifname: 'eth%d' });
+    expect(badIf.json).toMatchObject({ code: 4, msg: expect.stringMatching(/^CNI_IFNAME "eth%d" is invalid/) });
+    expect(lab.links(lab.host).map((l) => l.ifname).sort()).toEqual(hostBefore);
+    expect(lab.links(a).map((l) => l.ifname)).toEqual(['lo']);
+    expect(held('netbad')).toEqual([]);
     // Malformed JSON and a missing name are decoding/config errors too.
     const junk = await lab.cni({ command: 'ADD', conf: '{"cniVersion":"1.0.0",', netns: lab.path(a), id: 'bad' });
     expect(junk.json).toMatchObject({ code: 6 });

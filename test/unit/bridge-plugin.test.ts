@@ -445,6 +445,7 @@ describe('config errors change nothing', () => {
     ['ipam plugin missing', { ipam: { type: 'no-such-ipam' } }, 7, /plugin "no-such-ipam" \(field "ipam.type"\) not found in CNI_PATH/],
     ['bridge name too long', { bridge: 'a-very-long-bridge-name' }, 7, /field "bridge".*longer than 15 bytes/],
     ['bridge name with #', { bridge: 'br#0' }, 7, /field "bridge"/],
+    ['bridge name template with %', { bridge: 'rvb%d' }, 7, /field "bridge" "rvb%d" is not a valid link name: it contains '%'/],
     ['isGateway bool', { isGateway: 'yes' }, 7, /field "isGateway" must be true or false/],
     ['bad runtimeConfig.mac', { runtimeConfig: { mac: '01:00:5e:00:00:01' } }, 7, /field "runtimeConfig.mac"/],
     ['dns nameservers not strings', { dns: { nameservers: [1] } }, 7, /field "dns.nameservers\[0\]"/],
@@ -474,6 +475,16 @@ describe('config errors change nothing', () => {
     expect(r.json.code).toBe(4);
     expect(r.json.msg).toMatch(/CNI_ARGS MAC/);
     expect(kernel.calls).toHaveLength(0);
+  });
+
+  it('a CNI_IFNAME with % (a kernel name template) is an environment error naming it', async () => {
+    for (const command of ['ADD', 'CHECK']) {
+      const r = await cni({ command, conf: { ...base(), prevResult: {} }, ifname: 'eth%d' });
+      expect(r.json.code, command).toBe(4);
+      expect(r.json.msg).toMatch(/^CNI_IFNAME "eth%d" is invalid: it contains '%'/);
+    }
+    expect(kernel.calls).toHaveLength(0);
+    expect(ipamLog()).toEqual([]);
   });
 
   it('a missing CNI_NETNS path is an environment error', async () => {

@@ -108,6 +108,8 @@ describe('builders', () => {
     expect(ifnameProblem('0123456789abcdef')).toMatch(/longer than 15/);
     expect(ifnameProblem('a/b')).toBeDefined();
     expect(ifnameProblem('a#b')).toMatch(/ip -batch/);
+    expect(ifnameProblem('rvb%d')).toMatch(/'%'.*template/);
+    expect(ifnameProblem('a%b')).toBeDefined();
     expect(normalizeMac('02-AA-bb-CC-dd-01')).toBe('02:aa:bb:cc:dd:01');
     expect(normalizeMac('02:aa:bb:cc:dd')).toBeUndefined();
     for (let i = 0; i < 50; i++) {
