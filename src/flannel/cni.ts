@@ -117,13 +117,44 @@ export async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
   }
 }
 
-const savedPath = (fc: Pick<FlannelConf, 'dataDir'>, containerId: string) => join(fc.dataDir, containerId);
+/**
+ * An attachment's saved delegate config: `<dataDir>/<network>:<containerID>:<ifname>`.
+ * dataDir is shared by every flannel network on the node, and a container can
+ * be attached to several of them (or to one twice, by two ifnames): keyed by
+ * container alone, as flannel does, the second ADD overwrote the first one's
+ * config and its DEL released the wrong address. ':' is in none of the three
+ * (CNI's rules for names and container IDs, the kernel's for ifnames).
+ */
+const savedName = (network: string, containerId: string, ifname: string) => `${network}:${containerId}:${ifname}`;
 
-function loadSaved(fc: Pick<FlannelConf, 'dataDir'>, containerId: string): Json | undefined {
-  const file = savedPath(fc, containerId);
+function parseSavedName(name: string): { network: string; containerId: string; ifname: string } | undefined {
+  const parts = name.split(':');
+  return parts.length === 3 && parts.every(Boolean) ? { network: parts[0], containerId: parts[1], ifname: parts[2] } : undefined;
+}
+
+const savedPath = (fc: Pick<FlannelConf, 'dataDir'>, req: Request) => join(fc.dataDir, savedName(req.conf.name, req.inv.containerId, req.inv.ifname));
+
+/**
+ * The saved config of this attachment, and its file. Falls back to
+ * `<dataDir>/<containerID>`, what flannel's plugin (and this one before)
+ * wrote, if it belongs to this network: a container added before the upgrade
+ * can still be deleted.
+ */
+function loadSaved(fc: Pick<FlannelConf, 'dataDir'>, req: Request): { conf: Json; file: string } | undefined {
+  const file = savedPath(fc, req);
   const text = readIfExists(file);
-  if (text === undefined) return undefined;
-  return decodeJson(text, `saved delegate config ${file}`);
+  if (text !== undefined) return { conf: decodeJson(text, `saved delegate config ${file}`), file };
+  const legacy = join(fc.dataDir, req.inv.containerId);
+  const old = readIfExists(legacy);
+  if (old === undefined) return undefined;
+  let conf: Json;
+  try {
+    conf = decodeJson(old, `saved delegate config ${legacy}`);
+  } catch {
+    return undefined; // not a config we can replay, so not ours to judge
+  }
+  // another network's (the same container on two networks): not ours to replay or remove
+  return conf.name === req.conf.name ? { conf, file: legacy } : undefined;
 }
 
 /** The delegate runs with our invocation (as libcni's DelegateAdd does); CNI_COMMAND is set per call. */
@@ -146,7 +177,7 @@ async function add(req: Request): Promise<Result> {
   const type = conf.type as string;
   findPlugin(type, req.inv.path, 'delegate.type'); // fail before anything is written
   ensureDir(fc.dataDir, 0o700);
-  writeFileAtomic(savedPath(fc, req.inv.containerId), JSON.stringify(conf), { mode: 0o600, durable: true });
+  writeFileAtomic(savedPath(fc, req), JSON.stringify(conf), { mode: 0o600, durable: true });
   const result = await delegate({ command: 'ADD', type, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
   if (!result) throw new CniError(ErrorCode.Internal, `delegate "${type}" returned no result`);
   return result;
@@ -161,20 +192,24 @@ function loadDataDir(conf: NetConf): Pick<FlannelConf, 'dataDir'> {
 
 async function del(req: Request): Promise<void> {
   const fc = loadDataDir(req.conf);
-  const saved = loadSaved(fc, req.inv.containerId);
+  const saved = loadSaved(fc, req);
   if (!saved) return; // never added, or already deleted: nothing to undo
-  const type = typeof saved.type === 'string' ? saved.type : 'bridge';
-  await delegate({ command: 'DEL', type, field: 'delegate.type', conf: saved, env: delegateEnv(req), path: req.inv.path });
+  const type = typeof saved.conf.type === 'string' ? saved.conf.type : 'bridge';
+  await delegate({ command: 'DEL', type, field: 'delegate.type', conf: saved.conf, env: delegateEnv(req), path: req.inv.path });
   // Only now: a failed DEL keeps the file, so the runtime's retry can still release the address.
-  removeFile(savedPath(fc, req.inv.containerId));
+  removeFile(saved.file);
 }
 
 async function check(req: Request): Promise<void> {
   const fc = loadFlannelConf(req.conf);
-  const saved = loadSaved(fc, req.inv.containerId);
-  if (!saved) {
-    throw new CniError(ErrorCode.UnknownContainer, `container ${req.inv.containerId} has no saved config in ${fc.dataDir} (was it added to network ${req.conf.name}?)`);
+  const found = loadSaved(fc, req);
+  if (!found) {
+    throw new CniError(
+      ErrorCode.UnknownContainer,
+      `container ${req.inv.containerId} (${req.inv.ifname}) has no saved config in ${fc.dataDir} (was it added to network ${req.conf.name}?)`,
+    );
   }
+  const saved = found.conf;
   const conf: Json = { ...saved, cniVersion: req.conf.cniVersion };
   if (req.conf.prevResult !== undefined) conf.prevResult = req.conf.prevResult;
   const type = typeof saved.type === 'string' ? saved.type : 'bridge';
@@ -207,16 +242,23 @@ async function gc(req: Request): Promise<void> {
       if (name.endsWith('.tmp') && now - fs.statSync(file).mtimeMs > 60_000) removeFile(file);
       continue;
     }
-    if (valid.hasContainer(name)) continue;
-    let saved: Json;
-    try {
-      saved = decodeJson(fs.readFileSync(file, 'utf8'));
-    } catch {
-      continue; // not ours to judge
-    }
     // dataDir is shared by every flannel network on the node (as in flannel): only ours go.
-    if (saved.name !== req.conf.name) continue;
-    process.stderr.write(`GC removes the saved config of ${name}\n`);
+    const key = parseSavedName(name);
+    if (key) {
+      // <network>:<containerID>:<ifname>, the attachment named as the runtime names it
+      if (key.network !== req.conf.name || valid.has(key.containerId, key.ifname)) continue;
+    } else {
+      // flannel's <containerID> (no ifname): ours if the config inside names our network
+      if (valid.hasContainer(name)) continue;
+      let saved: Json;
+      try {
+        saved = decodeJson(fs.readFileSync(file, 'utf8'));
+      } catch {
+        continue; // not ours to judge
+      }
+      if (saved.name !== req.conf.name) continue;
+    }
+    process.stderr.write(`GC removes the saved config ${name}\n`);
     removeFile(file);
   }
   const env = await waitSubnetEnv(fc);

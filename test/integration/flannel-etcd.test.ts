@@ -346,17 +346,17 @@ describe('vxlan-flannel with etcd', () => {
       'cni.dev/valid-attachments': [{ containerID: p2.id, ifname: 'eth0' }],
     });
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(readdirSync(join(topo.tmp.path, 'n2', 'flannel-data'))).toEqual([p2.id]);
+    expect(readdirSync(join(topo.tmp.path, 'n2', 'flannel-data'))).toEqual([`${topo.prefix}-podnet:${p2.id}:eth0`]);
     expect(readdirSync(ipamDir)).not.toContain(p4.ip);
     expect(readdirSync(ipamDir)).toContain(p2.ip);
   });
 
   it('DEL through the plugin removes the saved config; a second DEL is still success', async () => {
     const dataDir = join(topo.tmp.path, 'n1', 'flannel-data');
-    expect(readdirSync(dataDir)).toContain(p1.id);
+    expect(readdirSync(dataDir)).toContain(`${topo.prefix}-podnet:${p1.id}:eth0`);
     const r = await topo.delPod(p1);
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(readdirSync(dataDir)).not.toContain(p1.id);
+    expect(readdirSync(dataDir).filter((f) => f.includes(p1.id))).toEqual([]);
     expect(topo.json(p1.ns, 'link show').map((l: any) => l.ifname)).toEqual(['lo']);
     expect((await topo.delPod(p1)).code).toBe(0);
     await sleep(0);

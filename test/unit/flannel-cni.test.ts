@@ -43,8 +43,8 @@ const baseConf = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-function run(command: string, conf: unknown, id = 'ctr1') {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/var/run/netns/x', CNI_IFNAME: 'eth0', CNI_PATH: binDir };
+function run(command: string, conf: unknown, id = 'ctr1', ifname = 'eth0') {
+  const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/var/run/netns/x', CNI_IFNAME: ifname, CNI_PATH: binDir };
   return handle(flannelPlugin, env, () => JSON.stringify(conf)).then((out) => ({ ...out, json: out.stdout ? JSON.parse(out.stdout) : undefined }));
 }
 
@@ -121,7 +121,7 @@ describe('CNI commands with a fake delegate', () => {
     const out = await run('ADD', baseConf());
     expect(out.exitCode).toBe(0);
     expect(out.json).toMatchObject({ cniVersion: '1.0.0', ips: [{ address: '10.88.5.2/24' }] });
-    const saved = join(dataDir, 'ctr1');
+    const saved = join(dataDir, 'podnet:ctr1:eth0');
     expect(statSync(saved).mode & 0o777).toBe(0o600);
     const c = calls();
     expect(c.map((x) => x.command)).toEqual(['ADD']);
@@ -133,7 +133,7 @@ describe('CNI commands with a fake delegate', () => {
     const out = await run('ADD', baseConf());
     expect([out.exitCode, out.json.code]).toEqual([1, 11]);
     expect(out.json.msg).toMatch(/bridge: fake failure/);
-    expect(existsSync(join(dataDir, 'ctr1'))).toBe(true);
+    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(true);
   });
   it('DEL replays the saved config even after subnet.env changed, then removes it', async () => {
     await run('ADD', baseConf());
@@ -143,23 +143,49 @@ describe('CNI commands with a fake delegate', () => {
     const del = calls()[1];
     expect(del.command).toBe('DEL');
     expect(del.conf.ipam.ranges).toEqual([[{ subnet: '10.88.5.0/24' }]]);
-    expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
+    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(false);
   });
   it('a failed delegate DEL keeps the saved config (the retry can still release the IP)', async () => {
     await run('ADD', baseConf());
     writeFileSync(join(binDir, 'fail-DEL'), '');
     const out = await run('DEL', baseConf());
     expect(out.exitCode).toBe(1);
-    expect(existsSync(join(dataDir, 'ctr1'))).toBe(true);
+    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(true);
     rmSync(join(binDir, 'fail-DEL'));
     expect((await run('DEL', baseConf())).exitCode).toBe(0);
-    expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
+    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(false);
   });
   it('DEL still works when the config went bad after ADD (only dataDir matters)', async () => {
     await run('ADD', baseConf());
     const out = await run('DEL', baseConf({ delegate: { name: 'now-invalid' }, subnetFile: 'relative' }));
     expect(out.exitCode).toBe(0);
-    expect(existsSync(join(dataDir, 'ctr1'))).toBe(false);
+    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(false);
+  });
+  it('one container on two flannel networks sharing dataDir (and twice on one): each DEL replays its own attachment\'s config', async () => {
+    const a = baseConf({ name: 'net-a' });
+    const b = baseConf({ name: 'net-b' });
+    expect((await run('ADD', a, 'ctr1', 'eth0')).exitCode).toBe(0);
+    expect((await run('ADD', b, 'ctr1', 'net1')).exitCode).toBe(0);
+    expect((await run('ADD', a, 'ctr1', 'net2')).exitCode).toBe(0);
+    expect(readdirSync(dataDir).sort()).toEqual(['net-a:ctr1:eth0', 'net-a:ctr1:net2', 'net-b:ctr1:net1']);
+    expect((await run('DEL', a, 'ctr1', 'eth0')).exitCode).toBe(0);
+    expect((await run('DEL', b, 'ctr1', 'net1')).exitCode).toBe(0);
+    const dels = calls().filter((c) => c.command === 'DEL');
+    expect(dels.map((d) => [d.conf.name, d.ifname])).toEqual([['net-a', 'eth0'], ['net-b', 'net1']]);
+    expect(readdirSync(dataDir)).toEqual(['net-a:ctr1:net2']);
+    // CHECK finds the attachment by network and ifname too
+    expect((await run('CHECK', { ...a, prevResult: { cniVersion: '1.0.0' } }, 'ctr1', 'net2')).exitCode).toBe(0);
+    expect((await run('CHECK', { ...b, prevResult: { cniVersion: '1.0.0' } }, 'ctr1', 'net2')).json.code).toBe(3);
+  });
+  it('DEL replays flannel\'s <dataDir>/<containerID> of its own network (added before the upgrade), never another network\'s', async () => {
+    mkdirSync(dataDir, { recursive: true });
+    const legacy = { cniVersion: '1.0.0', name: 'podnet', type: 'bridge', ipam: { type: 'host-local', ranges: [[{ subnet: '10.88.7.0/24' }]] } };
+    writeFileSync(join(dataDir, 'old1'), JSON.stringify(legacy));
+    writeFileSync(join(dataDir, 'old2'), JSON.stringify({ ...legacy, name: 'othernet' }));
+    expect((await run('DEL', baseConf(), 'old1')).exitCode).toBe(0);
+    expect((await run('DEL', baseConf(), 'old2')).exitCode).toBe(0);
+    expect(calls().map((c) => [c.command, c.id, c.conf.name])).toEqual([['DEL', 'old1', 'podnet']]);
+    expect(readdirSync(dataDir)).toEqual(['old2']);
   });
   it('DEL of an unknown container is success and calls nothing (also without subnet.env)', async () => {
     rmSync(subnetFile);
@@ -228,12 +254,17 @@ describe('CNI commands with a fake delegate', () => {
   });
   it('GC removes saved configs of this network\'s stale attachments only, then GCs the delegate', async () => {
     await run('ADD', baseConf(), 'keep');
+    await run('ADD', baseConf(), 'keep', 'net1'); // same container, an attachment the runtime no longer has
     await run('ADD', baseConf(), 'stale');
     await run('ADD', baseConf({ name: 'othernet' }), 'foreign');
-    const valid = [{ containerID: 'keep', ifname: 'eth0' }];
+    // flannel's files, keyed by container only
+    writeFileSync(join(dataDir, 'legacy-keep'), JSON.stringify({ name: 'podnet', type: 'bridge' }));
+    writeFileSync(join(dataDir, 'legacy-stale'), JSON.stringify({ name: 'podnet', type: 'bridge' }));
+    writeFileSync(join(dataDir, 'legacy-foreign'), JSON.stringify({ name: 'othernet', type: 'bridge' }));
+    const valid = [{ containerID: 'keep', ifname: 'eth0' }, { containerID: 'legacy-keep', ifname: 'eth0' }];
     const out = await run('GC', { ...baseConf(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid });
     expect(out.exitCode).toBe(0);
-    expect(readdirSync(dataDir).sort()).toEqual(['foreign', 'keep']);
+    expect(readdirSync(dataDir).sort()).toEqual(['legacy-foreign', 'legacy-keep', 'othernet:foreign:eth0', 'podnet:keep:eth0']);
     const gc = calls().at(-1)!;
     expect(gc.command).toBe('GC');
     expect(gc.conf['cni.dev/valid-attachments']).toEqual(valid);
