@@ -130,8 +130,8 @@ async function iptablesList(family: 4 | 6): Promise<SavedTable> {
   return table;
 }
 
-/** Deletes the rules and chains of the attachments `drop` selects; returns their attTags. */
-async function iptablesRemove(table: SavedTable, drop: (netTag: string, attTag: string) => boolean): Promise<Set<string>> {
+/** What removing the attachments `drop` selects takes: the restore lines, and their attTags. */
+function iptablesRemoval(table: SavedTable, drop: (netTag: string, attTag: string) => boolean): Removal {
   const gone = new Set<string>();
   const lines: string[] = [];
   for (const r of table.rules) {
@@ -143,8 +143,7 @@ async function iptablesRemove(table: SavedTable, drop: (netTag: string, attTag: 
     const chain = masqChain(att);
     if (table.chains.has(chain)) lines.push(`-F ${chain}`, `-X ${chain}`);
   }
-  if (lines.length > 0) await iptablesRestore(table.family, lines);
-  return gone;
+  return { gone: [...gone], apply: lines.length > 0 ? () => iptablesRestore(table.family, lines) : undefined };
 }
 
 // ---------------------------------------------------------------- nftables
@@ -252,17 +251,48 @@ export async function masqList(backend: MasqBackend): Promise<MasqEntry[]> {
  */
 export async function masqRemove(backend: MasqBackend, drop: (netTag: string, attTag: string) => boolean): Promise<string[]> {
   if (backend === 'nftables') {
-    const rules = (await nftListRules()).filter((r) => {
-      const tag = r.comment ? TAG_RE.exec(r.comment) : null;
-      return !!tag && drop(tag[1], tag[2]);
+    return listAndRemove(nftListRules, (listing) => {
+      const rules = listing.filter((r) => {
+        const tag = r.comment ? TAG_RE.exec(r.comment) : null;
+        return !!tag && drop(tag[1], tag[2]);
+      });
+      const script = rules.map((r) => `delete rule inet ${NFT_TABLE} ${NFT_CHAIN} handle ${r.handle}\n`).join('');
+      return { gone: [...new Set(rules.map((r) => TAG_RE.exec(r.comment!)![2]))], apply: script ? () => nft(script) : undefined };
     });
-    if (rules.length === 0) return [];
-    await nft(rules.map((r) => `delete rule inet ${NFT_TABLE} ${NFT_CHAIN} handle ${r.handle}`).join('\n') + '\n');
-    return [...new Set(rules.map((r) => TAG_RE.exec(r.comment!)![2]))];
   }
-  const tables = await Promise.all([iptablesList(4), iptablesList(6)]);
-  const gone = await Promise.all(tables.map((t) => iptablesRemove(t, drop)));
-  return [...new Set(gone.flatMap((s) => [...s]))];
+  const gone = await Promise.all(([4, 6] as const).map((family) => listAndRemove(() => iptablesList(family), (table) => iptablesRemoval(table, drop))));
+  return [...new Set(gone.flat())];
+}
+
+interface Removal {
+  /** attTags whose rules the removal takes away. */
+  gone: string[];
+  /** One all-or-nothing command (iptables-restore, nft -f); absent when there is nothing to remove. */
+  apply?: () => Promise<unknown>;
+}
+
+/** How often a removal is tried against a fresh listing before its failure is reported. */
+const REMOVE_ATTEMPTS = 5;
+
+/**
+ * Lists, then removes in one all-or-nothing command. That command fails when
+ * the rules changed since the listing: a concurrent DEL (or GC) of the same
+ * attachment removed them first, and a rule or chain that is already gone
+ * makes iptables-restore -D/-F/-X or nft's delete by handle fail as a whole.
+ * So a failure lists again and retries with what is left; when nothing is
+ * left, the removal is done.
+ */
+async function listAndRemove<T>(list: () => Promise<T>, plan: (listing: T) => Removal): Promise<string[]> {
+  for (let attempt = 1; ; attempt++) {
+    const { gone, apply } = plan(await list());
+    if (!apply) return gone;
+    try {
+      await apply();
+      return gone;
+    } catch (err) {
+      if (attempt >= REMOVE_ATTEMPTS) throw err;
+    }
+  }
 }
 
 /** Removes one attachment's masquerade (ADD's undo, which knows the backend it used). */

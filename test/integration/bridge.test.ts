@@ -362,6 +362,19 @@ describe('masquerade', () => {
     });
   }
 
+  it('concurrent DELs of the same attachment all succeed (iptables, then nftables)', async () => {
+    for (const [i, backend] of (['iptables', 'nftables'] as const).entries()) {
+      const c = conf(`netrace${i}`, `brtrace${i}`, { ipMasq: true, ipMasqBackend: backend }, [v4(27 + i), v6(27 + i)]);
+      const a = lab.netns(`race${i}`);
+      await add(c, a, 'race');
+      expect(tagged(backend).length).toBeGreaterThan(0);
+      const dels = await Promise.all(Array.from({ length: 8 }, () => lab.cni({ command: 'DEL', conf: c, netns: lab.path(a), id: 'race' })));
+      for (const d of dels) expect(d.code, `${backend}: ${d.stdout}${d.stderr}`).toBe(0);
+      expect(tagged(backend)).toEqual([]);
+      expect(held(`netrace${i}`)).toEqual([]);
+    }
+  });
+
   it('DEL removes the rules whichever backend installed them, also with an ipMasqBackend that no longer validates', async () => {
     const c = conf('netswitch', 'brtswitch', { ipMasq: true, ipMasqBackend: 'iptables' }, [v4(26)]);
     const a = lab.netns('switch');

@@ -607,6 +607,37 @@ describe('DEL and GC of masquerade rules, whichever backend installed them', () 
     expect((await cni({ command: 'DEL', conf: base({ ipMasq: true }), ns: '' })).code).toBe(0);
   });
 
+  for (const backend of ['iptables', 'nftables'] as const) {
+    it(`${backend}: DEL racing another DEL of the same attachment lists again and succeeds (what is gone is gone)`, async () => {
+      setIpamResult(IPAM_DUAL);
+      const fw = fakeFirewall(kernel);
+      expect((await cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: backend }) })).code).toBe(0);
+      expect(taggedRules(fw)[backend].length).toBeGreaterThan(0);
+      // The other DEL removes everything between our listing and our removal.
+      let raced = 0;
+      fw.before = (argv0, input) => {
+        const removing = argv0 === 'nft' ? input?.includes('delete rule') : argv0.endsWith('-restore');
+        if (!removing || raced++) return;
+        for (const f of [4, 6] as const) fw.ipt[f] = { chains: new Set(), rules: [] };
+        fw.nft.rules = [];
+      };
+      const r = await cni({ command: 'DEL', conf: base({ ipMasq: true, ipMasqBackend: backend }), ns: '' });
+      expect(r.code, JSON.stringify(r.json)).toBe(0);
+      expect(raced).toBeGreaterThan(0);
+      expect(taggedRules(fw)).toEqual({ iptables: [], nftables: [] });
+    });
+  }
+
+  it('a removal that keeps failing is retried a few times against fresh listings, then reported', async () => {
+    const fw = fakeFirewall(kernel);
+    expect((await cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: 'iptables' }) })).code).toBe(0);
+    kernel.replies.set('iptables-restore', () => ({ code: 4, stdout: '', stderr: 'iptables-restore: Permission denied (you must be root)\n' }));
+    const r = await cni({ command: 'DEL', conf: base({ ipMasq: true }), ns: '' });
+    expect(r.json).toMatchObject({ code: 999, msg: expect.stringMatching(/removing masquerade rules: .*Permission denied/) });
+    expect(kernel.calls.filter((c) => c.argv[0] === 'iptables-restore' && c.input!.includes('-D '))).toHaveLength(5);
+    expect(taggedRules(fw).iptables.length).toBeGreaterThan(0);
+  });
+
   it('GC removes stale attachments\' rules from both backends', async () => {
     const fw = fakeFirewall(kernel);
     for (const [id, backend] of [['live', 'iptables'], ['dead1', 'iptables'], ['dead2', 'nftables']] as const) {
