@@ -270,7 +270,7 @@ export class Daemon {
   }
 
   private self(s: Side): Self {
-    return { subnet: s.subnet, publicIP: s.publicIP, vni: this.cfg.vni };
+    return { subnet: s.subnet, publicIP: s.publicIP, vni: this.cfg.vni, mac: s.spec.mac };
   }
 
   private subnetEnv(): SubnetEnv {

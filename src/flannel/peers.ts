@@ -41,14 +41,28 @@ export interface Self {
   /** Unknown when this node's lease is missing (status). */
   publicIP?: IP;
   vni: number;
+  /** This node's VTEP MAC on this family's VTEP: a peer advertising it would take our traffic. */
+  mac?: string;
+}
+
+/** A MAC a peer's VTEP can have: unicast (the group bit of the first octet clear) and not all zero. */
+export function isUnicastMac(mac: string): boolean {
+  return (parseInt(mac.slice(0, 2), 16) & 1) === 0 && !/^(00:){5}00$/.test(mac);
 }
 
 /**
  * The peers of `network`'s family a set of leases asks for; skips ours, other
  * backends and leases we cannot use, saying why ("lease <subnets>: <why>").
+ *
+ * A VTEP MAC names one node on the VTEP (one FDB entry per MAC): a lease
+ * advertising our MAC, or a MAC another lease advertises for another
+ * PublicIP, would steer our traffic (or that node's) to itself. Such leases
+ * are skipped (both of a pair: which one is genuine cannot be told), as are
+ * multicast and all-zero MACs. Two leases of one node (same MAC, same
+ * PublicIP) are no threat and both stay.
  */
 export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix): { peers: Peer[]; skipped: string[] } {
-  const peers: Peer[] = [];
+  const candidates: { peer: Peer; what: string }[] = [];
   const skipped: string[] = [];
   const v6 = network.family === 6;
   const data = v6 ? 'BackendV6Data' : 'BackendData';
@@ -64,7 +78,7 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
       skipped.push(`${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`);
       continue;
     }
-    const mac = v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC;
+    const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
     const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
     const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
     if (!mac) {
@@ -91,7 +105,24 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
       skipped.push(`${what}: overlaps this node's subnet ${self.subnet}`);
       continue;
     }
-    peers.push({ subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() });
+    if (!isUnicastMac(mac)) {
+      skipped.push(`${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`);
+      continue;
+    }
+    if (self.mac && mac === self.mac.toLowerCase()) {
+      skipped.push(`${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`);
+      continue;
+    }
+    candidates.push({ peer: { subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() }, what });
+  }
+  const peers: Peer[] = [];
+  for (const c of candidates) {
+    const others = candidates.filter((o) => o !== c && o.peer.mac === c.peer.mac && o.peer.publicIP !== c.peer.publicIP);
+    if (others.length) {
+      skipped.push(`${c.what}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => o.what).join(', ')}: neither is programmed`);
+      continue;
+    }
+    peers.push(c.peer);
   }
   return { peers, skipped };
 }

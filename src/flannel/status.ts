@@ -115,7 +115,7 @@ export async function collectStatus(store: LeaseStore, subnetFile: string, netns
     else report.vtep6 = vtep;
     if (!link) continue;
 
-    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni };
+    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: link.mac };
     const { peers, skipped } = desiredPeers(leases, self, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
     const actual = await readActual(name, netns, family);

@@ -442,6 +442,18 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(store.maxConcurrentRenewals).toBe(1);
   });
 
+  it('a lease advertising our VTEP MAC is never programmed, and said so once', async () => {
+    store.put('10.88.1.0-24', peerValue(1), 600); // ours: VTEP MAC 0a:00:00:00:00:01
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    store.put('10.88.9.0-24', peerValue(9, peerMac(1)), 600); // "192.168.88.9" claims our MAC
+    await daemon({ reconcileMs: 20 }).start();
+    await new Promise((r) => setTimeout(r, 200)); // several reconciles
+    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(node.fdb.filter((f) => f.mac === peerMac(1))).toEqual([]);
+    expect(node.routes.map((r) => r.dst)).not.toContain('10.88.9.0/24');
+    expect(logs.filter((l) => l.includes('10.88.9.0/24'))).toEqual(["ignoring lease 10.88.9.0/24: BackendData.VtepMAC 0a:00:00:00:00:01 is this node's own VTEP MAC"]);
+  });
+
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);

@@ -45,6 +45,44 @@ describe('desired peers', () => {
   });
 });
 
+describe('VTEP MACs that would hijack traffic', () => {
+  const selfMac = { ...self, mac: '0a:00:00:00:00:01' };
+  it('a lease advertising our own VTEP MAC is skipped', () => {
+    const { peers, skipped } = desiredPeers([A, lease('10.88.9.0/24', '192.168.88.9', '0A:00:00:00:00:01')], selfMac, net);
+    expect(peers.map((p) => p.subnet.toString())).toEqual(['10.88.2.0/24']);
+    expect(skipped).toEqual(['lease 10.88.9.0/24: BackendData.VtepMAC 0a:00:00:00:00:01 is this node\'s own VTEP MAC']);
+  });
+  it('two leases with one MAC for different nodes: neither is programmed (which one is real cannot be told)', () => {
+    const thief = lease('10.88.9.0/24', '192.168.88.9', A.attrs.vtepMAC!);
+    const { peers, skipped } = desiredPeers([A, B, thief], selfMac, net);
+    expect(peers.map((p) => p.subnet.toString())).toEqual(['10.88.3.0/24']);
+    expect(skipped).toEqual([
+      'lease 10.88.2.0/24: BackendData.VtepMAC 0a:00:00:00:00:02 is also advertised by lease 10.88.9.0/24: neither is programmed',
+      'lease 10.88.9.0/24: BackendData.VtepMAC 0a:00:00:00:00:02 is also advertised by lease 10.88.2.0/24: neither is programmed',
+    ]);
+    // and a hijacker that was programmed before loses its FDB entry, the victim's stays out of the FDB
+    const plan = planPeers(peers, programmed(), 'flannel.1', net);
+    expect(plan.bridge).toContainEqual(['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self']);
+  });
+  it('two leases of one node (same MAC, same PublicIP) both stay', () => {
+    const second = lease('10.88.9.0/24', '192.168.88.2', A.attrs.vtepMAC!);
+    expect(desiredPeers([A, second], selfMac, net).peers.map((p) => p.subnet.toString())).toEqual(['10.88.2.0/24', '10.88.9.0/24']);
+  });
+  it('multicast and all-zero MACs are refused', () => {
+    const { peers, skipped } = desiredPeers(
+      [lease('10.88.8.0/24', '192.168.88.8', '01:00:5e:00:00:01'), lease('10.88.9.0/24', '192.168.88.9', '00:00:00:00:00:00'), lease('10.88.7.0/24', '192.168.88.7', 'ff:ff:ff:ff:ff:ff')],
+      selfMac,
+      net,
+    );
+    expect(peers).toEqual([]);
+    expect(skipped).toEqual([
+      'lease 10.88.8.0/24: BackendData.VtepMAC 01:00:5e:00:00:01 is not a unicast MAC',
+      'lease 10.88.9.0/24: BackendData.VtepMAC 00:00:00:00:00:00 is not a unicast MAC',
+      'lease 10.88.7.0/24: BackendData.VtepMAC ff:ff:ff:ff:ff:ff is not a unicast MAC',
+    ]);
+  });
+});
+
 describe('planning peers', () => {
   it('a new peer: neighbour, then FDB, then route, all replace', () => {
     const { peers } = desiredPeers([A], self, net);
