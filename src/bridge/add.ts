@@ -25,7 +25,7 @@ import { vlanAdd, vlanDel, vlanRanges } from '../iproute/vlan';
 import { Prefix } from '../net/ip';
 import { parseBridgeConfig, type BridgeConfig } from './config';
 import { planIpam, callIpam, type IpamPlan } from './ipam';
-import { planAddresses, routeGateway, type AddressPlan, type GatewayAddr } from './plan';
+import { familyOfText, planAddresses, routeGateway, type AddressPlan, type GatewayAddr } from './plan';
 import { attachmentTags, hostVethName, vlanGatewayName, vlanGatewayPeerName } from './names';
 import { kernelError, masqLabel } from './common';
 import { mark } from './trace';
@@ -261,7 +261,8 @@ async function setupHost(
   }
   // The gateway address is ours by configuration and shared by every port: DAD
   // on it would only keep the first pod from its IPv6 gateway for a second or two.
-  for (const g of gateways) at(addrReplace(gwDev, g.cidr, g.family === 6 ? { nodad: true } : {}));
+  // IPv4 gets its broadcast address, as Go's netlink gives it (brd +).
+  for (const g of gateways) at(addrReplace(gwDev, g.cidr, g.family === 6 ? { nodad: true } : { broadcast: '+' }));
   const iShowBridge = at(showDev(cfg.bridge));
   const iShowVeth = at(showDev(hostVeth));
   const iShowGw = vlanGw ? at(showDev(vlanGw)) : -1;
@@ -358,7 +359,8 @@ async function configureContainer(cfg: BridgeConfig, plan: AddressPlan | undefin
     ]).catch((e) => {
       throw kernelError(`sysctls of ${ifname} in ${netns}`, e);
     });
-    for (const ip of plan.ips) lines.push(addrAdd(ifname, ip.address));
+    // IPv4 with its broadcast address (as the reference: Go's netlink sets it).
+    for (const ip of plan.ips) lines.push(addrAdd(ifname, ip.address, familyOfText(ip.address) === 4 ? { broadcast: '+' } : {}));
   }
   if (!cfg.disableContainerInterface) lines.push(linkSet(ifname, { up: true }));
   const waitDad = !!plan && cfg.enabledad && plan.families.has(6);

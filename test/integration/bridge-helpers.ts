@@ -162,7 +162,7 @@ export interface IpLinkJson {
   link_index?: number;
   operstate?: string;
   linkinfo?: { info_kind?: string; info_data?: Record<string, unknown>; info_slave_data?: Record<string, unknown> };
-  addr_info: { family: string; local: string; prefixlen: number; scope: string }[];
+  addr_info: { family: string; local: string; prefixlen: number; scope: string; broadcast?: string }[];
 }
 
 /** Spawns `nsenter --net=<hostns> file` with env and stdin (like a runtime calling a plugin). */

@@ -114,7 +114,7 @@ describe('libcni (cnidrive): bridge -> tuning -> portmap', () => {
   });
 });
 
-/** What the container sees: addresses, routes, MTU (names and MACs aside). */
+/** What the container sees: addresses (IPv4 with their broadcast address), routes, MTU (names and MACs aside). */
 function containerView(ns: string) {
   const eth0 = lab.link(ns, 'eth0') as IpLinkJson;
   const routes = lab
@@ -122,7 +122,8 @@ function containerView(ns: string) {
     .filter((r) => !r.dst.startsWith('fe80'))
     .map((r) => `${r.dst}${r.gateway ? ` via ${r.gateway}` : ''} dev ${r.dev}`)
     .sort();
-  return { addrs: globalAddrs(eth0).sort(), routes, mtu: eth0.mtu, up: eth0.flags.includes('UP') };
+  const brd = eth0.addr_info.filter((a) => a.family === 'inet').map((a) => `${a.local}/${a.prefixlen} brd ${a.broadcast ?? 'none'}`);
+  return { addrs: globalAddrs(eth0).sort(), brd, routes, mtu: eth0.mtu, up: eth0.flags.includes('UP') };
 }
 
 describe('the same config through our bridge and the Go bridge', () => {

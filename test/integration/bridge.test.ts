@@ -73,6 +73,10 @@ describe('connectivity', () => {
         expect(lab.ping(a, addrOf(rb, i)), `ping ${addrOf(rb, i)}`).toBe(true);
         expect(lab.ping(b, ra.ips[i].gateway), `ping gateway ${ra.ips[i].gateway}`).toBe(true);
       }
+      // IPv4 addresses carry their broadcast address, as Go's netlink sets it (in the container and on the bridge).
+      for (const [ns, dev] of [[a, 'eth0'], [lab.host, bridge]]) {
+        for (const x of lab.link(ns, dev)!.addr_info.filter((x) => x.family === 'inet')) expect(x.broadcast, `${dev} ${x.local}`).toBe(`10.77.${n}.255`);
+      }
       // The result's MACs are the links' MACs.
       expect(lab.link(lab.host, bridge)!.address).toBe(ra.interfaces[0].mac);
       expect(lab.link(a, 'eth0')!.address).toBe(ra.interfaces[2].mac);

@@ -199,10 +199,10 @@ describe('ADD', () => {
     const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
     expect(host).toContain(`link add name ${veth} mtu 1400 master brunit0 up type veth peer name eth0 mtu 1400 netns ${netns}`);
     expect(host.some((l) => /^link add name brunit0 mtu 1400 address \S+ type bridge$/.test(l))).toBe(true);
-    expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0');
+    expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0 broadcast +');
     const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
     expect(cont).toEqual([
-      'addr add 10.77.9.5/24 dev eth0',
+      'addr add 10.77.9.5/24 dev eth0 broadcast +',
       'link set dev eth0 up',
       'route append 10.99.0.0/16 via 10.77.9.1 dev eth0',
       'route append 0.0.0.0/0 via 10.77.9.1 dev eth0',
@@ -221,7 +221,9 @@ describe('ADD', () => {
       expect.arrayContaining(['net/ipv6/conf/lo/disable_ipv6=0', 'net/ipv6/conf/eth0/disable_ipv6=0']),
     );
     const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
-    expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0', 'addr replace fd77:9::1/64 dev brunit0 nodad']));
+    expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0 broadcast +', 'addr replace fd77:9::1/64 dev brunit0 nodad']));
+    const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
+    expect(cont).toEqual(expect.arrayContaining(['addr add 10.77.9.5/24 dev eth0 broadcast +', 'addr add fd77:9::5/64 dev eth0']));
   });
 
   it('computes the gateway when the IPAM gives none, and prints older result versions', async () => {
@@ -366,7 +368,7 @@ describe('ADD', () => {
     const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
     expect(host.some((l) => /^link add name brunit0 address \S+ type bridge$/.test(l))).toBe(true);
     expect(host).toContain('link set dev brunit0 type bridge vlan_filtering 1');
-    expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0.42');
+    expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0.42 broadcast +');
     const br = kernel.calls.filter((c) => c.argv[0] === 'bridge').map((c) => c.input!.trim());
     const veth = hostVethName('c1', 'eth0');
     expect(br).toHaveLength(1);
