@@ -130,22 +130,26 @@ export function parseNetworkConfig(text: string): NetworkConfig {
   const v4 = enableIPv4 ? parseV4(raw) : undefined;
   const v6 = enableIPv6 ? parseV6(raw) : undefined;
 
-  let vni = DEFAULT_VNI;
-  let port = DEFAULT_PORT;
-  let mtu: number | undefined;
-  if (raw.Backend !== undefined) {
-    if (!isObject(raw.Backend)) throw new ConfigError('network config field "Backend" must be an object');
-    const b = raw.Backend;
-    if (b.Type !== undefined && b.Type !== 'vxlan') {
-      throw new ConfigError(`network config field "Backend.Type" is ${JSON.stringify(b.Type)}: vxlan-flannel only runs the "vxlan" backend`);
-    }
-    vni = intField(b, 'VNI', 'Backend.', 0, 0xffffff) ?? DEFAULT_VNI;
-    const p = intField(b, 'Port', 'Backend.', 0, 65535);
-    if (p) port = p; // 0 means the default, as in flannel
-    mtu = intField(b, 'MTU', 'Backend.', v6 ? 1280 : 68, 65535);
-    for (const key of ['GBP', 'DirectRouting', 'Learning']) {
-      if (b[key] === true) throw new ConfigError(`network config field "Backend.${key}" is not supported by vxlan-flannel`);
-    }
+  // No Backend is flannel's "udp" backend, and a Backend without Type is an error
+  // to flanneld: a cluster configured so does not run vxlan, whatever we would guess.
+  if (raw.Backend === undefined || raw.Backend === null) {
+    throw new ConfigError(
+      'network config field "Backend" is missing: flannel then runs its "udp" backend; vxlan-flannel needs "Backend": {"Type": "vxlan"} (Backend.Type must be vxlan)',
+    );
+  }
+  if (!isObject(raw.Backend)) throw new ConfigError('network config field "Backend" must be an object with "Type": "vxlan"');
+  const b = raw.Backend;
+  if (b.Type === undefined || b.Type === null || b.Type === '') {
+    throw new ConfigError('network config field "Backend.Type" is missing (Backend.Type must be vxlan)');
+  }
+  if (b.Type !== 'vxlan') {
+    throw new ConfigError(`network config field "Backend.Type" is ${JSON.stringify(b.Type)}: vxlan-flannel only runs the "vxlan" backend (Backend.Type must be vxlan)`);
+  }
+  const vni = intField(b, 'VNI', 'Backend.', 0, 0xffffff) ?? DEFAULT_VNI;
+  const port = intField(b, 'Port', 'Backend.', 0, 65535) || DEFAULT_PORT; // 0 means the default, as in flannel
+  const mtu = intField(b, 'MTU', 'Backend.', v6 ? 1280 : 68, 65535);
+  for (const key of ['GBP', 'DirectRouting', 'Learning']) {
+    if (b[key] === true) throw new ConfigError(`network config field "Backend.${key}" is not supported by vxlan-flannel`);
   }
   return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}), vni, port, ...(mtu !== undefined ? { mtu } : {}) };
 }

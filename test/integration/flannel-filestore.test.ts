@@ -131,7 +131,7 @@ describe('vxlan-flannel with the embedded file store', () => {
     const d4 = topo.startDaemon(n4, ['--lease-dir', dir]);
     await waitFor('the bad config to be reported', () => /bad network config .*host bits set.*retrying/.test(d4.log()), 10_000);
     // a pool of one subnet, already leased by another node
-    writeFileSync(join(dir, 'config'), '{"Network":"10.77.0.0/16","SubnetMin":"10.77.5.0","SubnetMax":"10.77.5.0"}');
+    writeFileSync(join(dir, 'config'), '{"Network":"10.77.0.0/16","SubnetMin":"10.77.5.0","SubnetMax":"10.77.5.0","Backend":{"Type":"vxlan"}}');
     mkdirSync(join(dir, 'subnets'), { recursive: true });
     writeFileSync(join(dir, 'subnets', '10.77.5.0-24'), '{"PublicIP":"192.168.88.99","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:00:00:00:00:99"}}');
     await waitFor('the full pool to be reported', () => /no free subnet: all 1 \/24 subnets from 10.77.5.0 to 10.77.5.0/.test(d4.log()), 15_000, 100);

@@ -157,7 +157,7 @@ describe('planning peers', () => {
 describe('acquiring a lease (file store)', () => {
   let dir: string;
   let store: FileStore;
-  const cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192"}');
+  const cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","Backend":{"Type":"vxlan"}}');
   const attrs = (n: number): LeaseAttrs => ({ publicIP: IP.parse(`192.168.88.${n}`)!, backendType: 'vxlan', vni: 1, vtepMAC: `0a:00:00:00:00:0${n}` });
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'flannel-acq-'));
@@ -239,7 +239,7 @@ describe('acquiring a lease (file store)', () => {
     expect(seen).toEqual(['lease directory changed']);
   });
   it('pickFree in a huge pool still finds the one free subnet', () => {
-    const big = parseNetworkConfig('{"Network":"10.0.0.0/8","SubnetLen":30}');
+    const big = parseNetworkConfig('{"Network":"10.0.0.0/8","SubnetLen":30,"Backend":{"Type":"vxlan"}}');
     const leases: Lease[] = [{ subnet: P('10.0.0.0/9'), attrs: attrs(1) }];
     const s = pickFree(big.v4!, leases)!;
     expect(P('10.128.0.0/9').contains(s.network)).toBe(true);
@@ -334,9 +334,9 @@ describe('acquiring dual-stack and IPv6-only leases (file store)', () => {
   let dir: string;
   let store: FileStore;
   const dualCfg = parseNetworkConfig(
-    '{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","EnableIPv6":true,"IPv6Network":"fd88::/60"}',
+    '{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","EnableIPv6":true,"IPv6Network":"fd88::/60","Backend":{"Type":"vxlan"}}',
   );
-  const v6Cfg = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88::/62"}');
+  const v6Cfg = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88::/62","Backend":{"Type":"vxlan"}}');
   const attrs6 = (n: number, v4 = true): LeaseAttrs => ({
     ...(v4 ? { publicIP: IP.parse(`192.168.88.${n}`)!, vni: 1, vtepMAC: `0a:00:00:00:04:0${n}` } : {}),
     publicIPv6: IP.parse(`fd88:88::${n}`)!,
@@ -366,7 +366,7 @@ describe('acquiring dual-stack and IPv6-only leases (file store)', () => {
     const results = await Promise.all([1, 2, 3, 4].map((n) => acquireLease(new FileStore(dir), dualCfg, attrs6(n), { ttlS: 60, random: () => 0 })));
     expect(new Set(results.map((r) => r.subnet?.toString())).size).toBe(4);
     expect(new Set(results.map((r) => r.ipv6Subnet?.toString())).size).toBe(4);
-    const small = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/62","IPv6SubnetMin":"fd88:0:0:3::"}');
+    const small = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/62","IPv6SubnetMin":"fd88:0:0:3::","Backend":{"Type":"vxlan"}}');
     const other = new FileStore(join(dir, 'small'));
     await acquireLease(other, small, attrs6(5), { ttlS: 60 });
     await expect(acquireLease(other, small, attrs6(6), { ttlS: 60 })).rejects.toThrow(/no free subnet: all 1 \/64 subnets from fd88:0:0:3:: to fd88:0:0:3:: of fd88::\/62/);
@@ -391,7 +391,7 @@ describe('acquiring dual-stack and IPv6-only leases (file store)', () => {
     expect(b.ipv6Subnet?.toString()).not.toBe('fd88:0:0:2::/64');
   });
   it('an IPv4 overlay gaining IPv6: our IPv4-only lease is replaced by a dual-stack one with the same IPv4 subnet', async () => {
-    const v4Cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192"}');
+    const v4Cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","Backend":{"Type":"vxlan"}}');
     const { publicIP, vni, vtepMAC } = attrs6(1);
     const a = await acquireLease(store, v4Cfg, { publicIP, vni, vtepMAC, backendType: 'vxlan' }, { ttlS: 60 });
     const logs: string[] = [];

@@ -45,7 +45,7 @@ describe('network config (flannel\'s defaults and checks)', () => {
     expect(c.v6).toBeUndefined();
   });
   it('splits small networks in four, keeps explicit values', () => {
-    expect(parseNetworkConfig('{"Network":"10.88.0.0/26"}').v4!.subnetLen).toBe(28);
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/26","Backend":{"Type":"vxlan"}}').v4!.subnetLen).toBe(28);
     const c = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","Backend":{"Type":"vxlan","VNI":42,"Port":4789,"MTU":1400}}');
     const v4 = c.v4!;
     expect([v4.subnetLen, v4.subnetMin.toString(), v4.subnetMax.toString(), c.vni, c.port, c.mtu]).toEqual([26, '10.88.3.0', '10.88.3.192', 42, 4789, 1400]);
@@ -62,9 +62,15 @@ describe('network config (flannel\'s defaults and checks)', () => {
     ['{"Network":"10.88.0.0/16","SubnetMin":"10.89.0.0"}', /"SubnetMin" 10.89.0.0 is not inside/],
     ['{"Network":"10.88.0.0/16","SubnetMax":"10.88.3.7"}', /"SubnetMax" .* boundary/],
     ['{"Network":"10.88.0.0/16","SubnetMin":"10.88.9.0","SubnetMax":"10.88.3.0"}', /above SubnetMax/],
-    ['{"Network":"10.88.0.0/16","Backend":{"Type":"udp"}}', /Backend.Type/],
-    ['{"Network":"10.88.0.0/16","Backend":{"VNI":"1"}}', /Backend.VNI/],
-    ['{"Network":"10.88.0.0/16","Backend":{"Port":70000}}', /Backend.Port/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"udp"}}', /"Backend.Type" is "udp": .*\(Backend.Type must be vxlan\)/],
+    // flannel: no Backend is its "udp" backend, a Backend without Type an error; never guessed to be vxlan
+    ['{"Network":"10.88.0.0/16"}', /field "Backend" is missing: flannel then runs its "udp" backend; .*\(Backend.Type must be vxlan\)/],
+    ['{"Network":"10.88.0.0/16","Backend":null}', /field "Backend" is missing/],
+    ['{"Network":"10.88.0.0/16","Backend":{}}', /field "Backend.Type" is missing \(Backend.Type must be vxlan\)/],
+    ['{"Network":"10.88.0.0/16","Backend":{"VNI":7}}', /field "Backend.Type" is missing/],
+    ['{"Network":"10.88.0.0/16","Backend":"vxlan"}', /field "Backend" must be an object/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","VNI":"1"}}', /Backend.VNI/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","Port":70000}}', /Backend.Port/],
     ['{"Network":"10.88.0.0/16","EnableIPv6":true}', /IPv6/],
   ])('rejects %s', (text, msg) => {
     expect(() => parseNetworkConfig(text)).toThrow(ConfigError);
@@ -116,20 +122,20 @@ describe('IPv6 network config (EnableIPv6, IPv6Network, IPv6SubnetLen, IPv6Subne
     expect(poolSize(v6)).toBe(65535n);
   });
   it('IPv6 only (EnableIPv4 false): no IPv4 pool, Network not needed', () => {
-    const c = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88:0:2::/56"}');
+    const c = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88:0:2::/56","Backend":{"Type":"vxlan"}}');
     expect(c.v4).toBeUndefined();
     expect([c.v6!.subnetLen, c.v6!.subnetMin.toString(), poolSize(c.v6!)]).toEqual([64, 'fd88:0:2:1::', 255n]);
   });
   it('small IPv6 networks split in four; explicit IPv6SubnetLen, IPv6SubnetMin and IPv6SubnetMax are kept', () => {
-    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/120"}').v6!.subnetLen).toBe(122);
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/120","Backend":{"Type":"vxlan"}}').v6!.subnetLen).toBe(122);
     const c = parseNetworkConfig(
-      '{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetLen":80,"IPv6SubnetMin":"fd88:0:0:7::","IPv6SubnetMax":"fd88:0:0:7:3::"}',
+      '{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","IPv6SubnetLen":80,"IPv6SubnetMin":"fd88:0:0:7::","IPv6SubnetMax":"fd88:0:0:7:3::","Backend":{"Type":"vxlan"}}',
     );
     const v6 = c.v6!;
     expect([v6.subnetLen, v6.subnetMin.toString(), v6.subnetMax.toString(), poolSize(v6)]).toEqual([80, 'fd88:0:0:7::', 'fd88:0:0:7:3::', 4n]);
   });
   it('IPv6Network without EnableIPv6 is not used, as in flanneld', () => {
-    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","IPv6Network":"not even a CIDR"}').v6).toBeUndefined();
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","IPv6Network":"not even a CIDR","Backend":{"Type":"vxlan"}}').v6).toBeUndefined();
   });
   it.each([
     ['{"Network":"10.88.0.0/16","EnableIPv6":true}', /"IPv6Network" is missing/],
@@ -146,7 +152,7 @@ describe('IPv6 network config (EnableIPv6, IPv6Network, IPv6SubnetLen, IPv6Subne
     ['{"EnableIPv4":false,"Network":"10.88.0.0/16"}', /both false/],
     ['{"EnableIPv4":false,"EnableIPv6":true}', /"IPv6Network" is missing/],
     ['{"EnableIPv6":true,"IPv6Network":"fd88::/48"}', /"Network" is missing/],
-    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","Backend":{"MTU":1200}}', /"Backend.MTU" must be an integer from 1280/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","Backend":{"Type":"vxlan","MTU":1200}}', /"Backend.MTU" must be an integer from 1280/],
   ])('rejects %s', (text, msg) => {
     expect(() => parseNetworkConfig(text)).toThrow(ConfigError);
     expect(() => parseNetworkConfig(text)).toThrow(msg);
