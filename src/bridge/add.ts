@@ -89,37 +89,41 @@ export async function add(req: Request): Promise<Result> {
     // The rest touches separate things and runs side by side.
     const tags = attachmentTags(cfg.network, containerId, ifname);
     const tasks: Promise<unknown>[] = [];
-    const container = configureContainer(cfg, plan, netns, ifname);
-    tasks.push(container);
-    if (cfg.vlan > 0 || cfg.vlanTrunk.length > 0) tasks.push(setupVlans(cfg, host, hostVeth));
-    if (cfg.ipMasq && plan && plan.masq.length > 0) {
-      tasks.push(
-        (async () => {
-          const { masqAdd, masqDel } = await import('../iproute/masq');
-          undo.push(() => masqDel(cfg.ipMasqBackend, tags.attTag));
-          await masqAdd(cfg.ipMasqBackend, { ...tags, label: masqLabel(cfg.network, containerId, ifname) }, plan.masq).catch((e) => {
-            throw kernelError(`ipMasq (${cfg.ipMasqBackend})`, e);
-          });
-        })(),
-      );
+    let settled: PromiseSettledResult<unknown>[] = [];
+    try {
+      tasks.push(configureContainer(cfg, plan, netns, ifname));
+      if (cfg.vlan > 0 || cfg.vlanTrunk.length > 0) tasks.push(setupVlans(cfg, host, hostVeth));
+      if (cfg.ipMasq && plan && plan.masq.length > 0) {
+        tasks.push(
+          (async () => {
+            const { masqAdd, masqDel } = await import('../iproute/masq');
+            undo.push(() => masqDel(cfg.ipMasqBackend, tags.attTag));
+            await masqAdd(cfg.ipMasqBackend, { ...tags, label: masqLabel(cfg.network, containerId, ifname) }, plan.masq).catch((e) => {
+              throw kernelError(`ipMasq (${cfg.ipMasqBackend})`, e);
+            });
+          })(),
+        );
+      }
+      if (cfg.macspoofchk) {
+        tasks.push(
+          (async () => {
+            const { spoofchkAdd, spoofchkDel } = await import('../iproute/spoofchk');
+            undo.push(() => spoofchkDel(tags, hostVeth));
+            await spoofchkAdd(tags, hostVeth, containerMac!).catch((e) => {
+              throw kernelError('macspoofchk', e);
+            });
+          })(),
+        );
+      }
+      // Sysctls of this namespace are plain writes, no process.
+      trySysctl(`net/ipv6/conf/${cfg.bridge}/accept_ra`, '0');
+      trySysctl(`net/ipv6/conf/${hostVeth}/accept_ra`, '0');
+      if (plan && cfg.isGateway) enableForwarding(plan);
+    } finally {
+      // Even when a step above threw: the rollback must not start while tasks
+      // still run (they would change things after it, or register their undo too late).
+      settled = await Promise.allSettled(tasks);
     }
-    if (cfg.macspoofchk) {
-      tasks.push(
-        (async () => {
-          const { spoofchkAdd, spoofchkDel } = await import('../iproute/spoofchk');
-          undo.push(() => spoofchkDel(tags, hostVeth));
-          await spoofchkAdd(tags, hostVeth, containerMac!).catch((e) => {
-            throw kernelError('macspoofchk', e);
-          });
-        })(),
-      );
-    }
-    // Sysctls of this namespace are plain writes, no process.
-    trySysctl(`net/ipv6/conf/${cfg.bridge}/accept_ra`, '0');
-    trySysctl(`net/ipv6/conf/${hostVeth}/accept_ra`, '0');
-    if (plan && cfg.isGateway) enableForwarding(plan);
-
-    const settled = await Promise.allSettled(tasks);
     mark('done');
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;

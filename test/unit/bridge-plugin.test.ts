@@ -4,7 +4,7 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { handle } from '../../src/cni/skel';
 import { bridgePlugin } from '../../src/bridge/plugin';
 import { attachmentTags, hostVethName } from '../../src/bridge/names';
@@ -13,6 +13,23 @@ import { FakeKernel } from './bridge-fake-kernel';
 let dir: string;
 let netns: string;
 let kernel: FakeKernel;
+
+/** Faults for the sysctl module: a failing host write (ensureSysctl), a container sysctl call held back. */
+const sysctlHooks = vi.hoisted(() => ({ ensureFails: undefined as Error | undefined, holdContainer: undefined as Promise<void> | undefined }));
+vi.mock('../../src/iproute/sysctl', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/iproute/sysctl')>();
+  return {
+    ...real,
+    ensureSysctl: (key: string, value: string) => {
+      if (sysctlHooks.ensureFails) throw sysctlHooks.ensureFails;
+      return real.ensureSysctl(key, value);
+    },
+    setSysctlsIn: async (...args: Parameters<typeof real.setSysctlsIn>) => {
+      await sysctlHooks.holdContainer;
+      return real.setSysctlsIn(...args);
+    },
+  };
+});
 
 const IPAM_V4 = { cniVersion: '1.0.0', ips: [{ address: '10.77.9.5/24', gateway: '10.77.9.1' }], routes: [{ dst: '10.99.0.0/16' }], dns: { nameservers: ['10.77.9.53'] } };
 const IPAM_DUAL = {
@@ -48,6 +65,8 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 beforeEach(() => {
+  sysctlHooks.ensureFails = undefined;
+  sysctlHooks.holdContainer = undefined;
   kernel = new FakeKernel().install();
   rmSync(join(dir, 'ipam.log'), { force: true });
   setIpamResult(IPAM_V4);
@@ -277,6 +296,25 @@ describe('ADD', () => {
     expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
     expect(kernel.links(netns).has('eth0')).toBe(false);
     expect(kernel.links('').has('brunit0')).toBe(true); // never deleted
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('a step failing while other steps are in flight: the rollback waits for them, then undoes everything', async () => {
+    const fw = fakeFirewall(kernel);
+    let release = () => {};
+    sysctlHooks.holdContainer = new Promise<void>((r) => (release = r));
+    sysctlHooks.ensureFails = new Error('EROFS: read-only file system, open /proc/sys/net/ipv4/ip_forward');
+    const pending = cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: 'iptables' }) });
+    await new Promise((r) => setTimeout(r, 50));
+    // Forwarding failed at once, but the container side is still being set up: nothing undone yet.
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(true);
+    expect(ipamLog()).toEqual(['ADD c1 eth0']);
+    release();
+    const r = await pending;
+    expect(r.json).toMatchObject({ code: 5, msg: expect.stringMatching(/failed to enable forwarding: EROFS/) });
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
+    expect(kernel.links(netns).has('eth0')).toBe(false);
+    expect(taggedRules(fw)).toEqual({ iptables: [], nftables: [] });
     expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
   });
 
