@@ -21,7 +21,7 @@ import { LeaseStore, StoreOptions, StoreUnavailable, openStore } from './store';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { Underlay, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep, getLink, vtep6Name, vtepName, vxlanMismatch, deleteLink } from './vtep';
-import type { VxlanSpec } from '../iproute/vxlan';
+import { listLinks, type VxlanSpec } from '../iproute/vxlan';
 
 export interface DaemonOptions {
   iface?: string;
@@ -240,6 +240,7 @@ export class Daemon {
       if (acquired.how !== 'reused') await this.withLease(() => this.store.remove(this.subnets)).catch(() => {});
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
+    await this.removeStaleVteps();
     // Watch from the list the lease was chosen from, before the first reconcile lists
     // again: a change made at any moment since then is reported (etcd replays it from
     // that revision; the file store compares with that list's signature), none falls
@@ -252,6 +253,32 @@ export class Daemon {
     await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
     if (!this.stopped) this.timer = setTimeout(() => void this.tick(), o.reconcileMs);
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
+  }
+
+  /**
+   * VTEPs of an earlier network config: vxlan devices named as we name ours
+   * (flannel.<VNI>, flannel-v6.<VNI>) that this config does not use (another
+   * VNI, a family now off). Their routes, neighbours and FDB entries go with
+   * them; left alone they would keep routing to nodes of the old overlay.
+   */
+  private async removeStaleVteps(): Promise<void> {
+    const ours = new Set(this.sides.map((s) => s.spec.name));
+    let links;
+    try {
+      links = await listLinks(this.opts.netns);
+    } catch (err) {
+      this.log(`cannot look for VTEPs of an earlier network config: ${(err as Error).message}`);
+      return;
+    }
+    for (const l of links) {
+      if (ours.has(l.name) || l.kind !== 'vxlan' || !/^flannel(-v6)?\.\d+$/.test(l.name)) continue;
+      try {
+        await deleteLink(l.name, this.opts.netns);
+        this.log(`removed ${l.name} (VNI ${l.vxlan?.id}), a VTEP of an earlier network config, with its routes, neighbours and FDB entries`);
+      } catch (err) {
+        this.log(`cannot remove ${l.name}, a VTEP of an earlier network config: ${(err as Error).message}`);
+      }
+    }
   }
 
   /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */

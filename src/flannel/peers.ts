@@ -139,12 +139,16 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
 
   const hostLen = network.family === 4 ? 32 : 128;
   // Stale routes: anything in the overlay network on the VTEP that no peer asks
-  // for (but not the kernel's route to the VTEP's own IPv6 address).
+  // for (but not the kernel's route to the VTEP's own IPv6 address), and routes
+  // outside it shaped as we make them (a subnet via its own network address,
+  // onlink): left from an earlier network config. Other routes are someone else's.
   for (const r of actual.routes) {
     if (r.protocol === 'kernel') continue;
     const dst = r.dst.includes('/') ? r.dst : `${r.dst}/${hostLen}`;
     const p = Prefix.parse(dst);
-    if (!p || !network.contains(p.network) || wantRoute.has(p.toString())) continue;
+    if (!p || wantRoute.has(p.toString())) continue;
+    const ourShape = norm(r.gateway) === p.network.toString() && !!r.flags?.includes('onlink');
+    if (!network.contains(p.network) && !ourShape) continue;
     plan.ipFirst.push(routeDel(dst, dev));
     plan.changes.push(`route ${dst}: removed (no lease)`);
   }

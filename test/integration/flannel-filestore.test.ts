@@ -123,6 +123,26 @@ describe('vxlan-flannel with the embedded file store', () => {
     expect(Date.now() - t0).toBeLessThan(2000);
   });
 
+  it('VTEPs of an earlier network config (another VNI, IPv6 since switched off) and their routes are removed at start', async () => {
+    const n5 = topo.addHost('n5', 5);
+    topo.ip(n5.ns, `link add flannel.7 type vxlan id 7 local ${n5.ip} dev eth0 dstport 8472 nolearning`);
+    topo.ip(n5.ns, 'link set flannel.7 up');
+    topo.ip(n5.ns, 'route add 10.88.240.0/24 via 10.88.240.0 dev flannel.7 onlink');
+    topo.ip(n5.ns, `link add flannel-v6.1 type vxlan id 1 local ${n5.ip6} dev eth0 dstport 8472 nolearning`);
+    topo.ip(n5.ns, 'link add flannel.99 type bridge'); // named like ours, but no VTEP: not ours to remove
+    const d5 = topo.startDaemon(n5, store, ['--release-on-exit']);
+    try {
+      await waitFor('d5 to run', () => /running:/.test(d5.log()), 20_000);
+      expect(topo.json(n5.ns, 'link show type vxlan').map((l: any) => l.ifname)).toEqual(['flannel.1']);
+      expect(topo.json(n5.ns, 'link show').map((l: any) => l.ifname)).toContain('flannel.99');
+      expect(topo.json(n5.ns, 'route show 10.88.240.0/24')).toEqual([]);
+      expect(d5.log()).toMatch(/removed flannel.7 \(VNI 7\), a VTEP of an earlier network config/);
+      expect(d5.log()).toMatch(/removed flannel-v6.1 \(VNI 1\)/);
+    } finally {
+      expect(await topo.stopDaemon(d5)).toBe(0);
+    }
+  });
+
   it('bad network config, then a full pool: clear log lines and nothing programmed; fixed config: it starts', async () => {
     const n4 = topo.addHost('n4', 4);
     const dir = join(topo.tmp.path, 'leases-bad');

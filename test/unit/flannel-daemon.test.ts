@@ -454,6 +454,24 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(logs.filter((l) => l.includes('10.88.9.0/24'))).toEqual(["ignoring lease 10.88.9.0/24: BackendData.VtepMAC 0a:00:00:00:00:01 is this node's own VTEP MAC"]);
   });
 
+  it('after a config change (VNI, families, Network), VTEPs and routes of the earlier config are removed at start', async () => {
+    const vxlan = (name: string, id: number, mac: string): FLink => ({
+      name, kind: 'vxlan', mtu: 1450, mac, up: true, vxlan: { id, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false }, addrs: [],
+    });
+    node.links.set('flannel.7', vxlan('flannel.7', 7, '0a:00:00:00:07:01')); // VNI 7 before
+    node.links.set('flannel-v6.7', vxlan('flannel-v6.7', 7, '0a:00:00:00:07:06')); // IPv6 was on
+    node.links.set('flannel.1', { ...vxlan('flannel.1', 1, '0a:00:00:00:00:01'), addrs: [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }] });
+    node.links.set('flannel.9', { ...vxlan('flannel.9', 9, '0a:00:00:00:09:01'), kind: 'bridge', vxlan: undefined }); // not a VTEP: someone else's
+    node.routes.push({ dev: 'flannel.7', dst: '10.88.4.0/24', gateway: '10.88.4.0' });
+    node.routes.push({ dev: 'flannel.1', dst: '10.77.5.0/24', gateway: '10.77.5.0' }); // the Network was 10.77.0.0/16
+    store.put('10.88.1.0-24', peerValue(1), 600);
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    await daemon().start();
+    expect([...node.links.keys()].sort()).toEqual(['eth0', 'flannel.1', 'flannel.9']);
+    expect(node.routes.map((r) => `${r.dst} ${r.dev}`)).toEqual(['10.88.2.0/24 flannel.1']);
+    expect(logs.join('\n')).toMatch(/removed flannel.7 \(VNI 7\), a VTEP of an earlier network config/);
+  });
+
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);

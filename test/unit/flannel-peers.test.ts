@@ -147,6 +147,20 @@ describe('planning peers', () => {
       ['neigh', 'del', '10.88.77.0', 'dev', 'flannel.1'],
     ]);
   });
+  it('routes of an earlier Network (a subnet via its own address, onlink) go; other routes outside the network stay', () => {
+    const actual: Actual = {
+      ...programmed(),
+      routes: [
+        ...programmed().routes,
+        { dst: '10.77.5.0/24', gateway: '10.77.5.0', flags: ['onlink'] }, // the overlay was 10.77.0.0/16 before
+        { dst: '172.30.0.0/16', gateway: '10.88.2.0', flags: ['onlink'] }, // an operator's
+        { dst: '192.0.2.0/24', gateway: '192.0.2.0' }, // not onlink: not ours either
+      ],
+    };
+    const plan = planPeers(desiredPeers([A], self, net).peers, actual, 'flannel.1', net);
+    expect(plan.ipFirst).toEqual([['route', 'del', '10.77.5.0/24', 'dev', 'flannel.1']]);
+    expect(plan.changes).toEqual(['route 10.77.5.0/24: removed (no lease)']);
+  });
   it('two peers, one programmed: only the other is added', () => {
     const plan = planPeers(desiredPeers([A, B], self, net).peers, programmed(), 'flannel.1', net);
     expect(plan.changes).toHaveLength(3);
