@@ -11,6 +11,7 @@ import { execPlugin, findPlugin, readPluginOutput, type ExecResult } from '../cn
 import type { Result } from '../cni/result';
 import type { Command } from '../cni/env';
 import type { Request } from '../cni/skel';
+import { atLeast } from '../cni/version';
 
 export interface IpamPlan {
   type: string;
@@ -65,6 +66,21 @@ async function run(plan: IpamPlan, command: Command, req: Request): Promise<Exec
   const [{ handle }, { hostLocal }] = await Promise.all([import('../cni/skel'), import('../ipam/host-local')]);
   const out = await handle(hostLocal, env, () => req.stdin);
   return { stdout: out.stdout, stderr: '', exitCode: out.exitCode };
+}
+
+/**
+ * Whether the IPAM plugin speaks spec 1.1 (STATUS, GC), by its VERSION
+ * answer. A plugin whose answer cannot be read is taken to speak it.
+ */
+export async function ipamSpeaks11(plan: IpamPlan, req: Request): Promise<boolean> {
+  try {
+    const out = await run(plan, 'VERSION', { ...req, stdin: JSON.stringify({ cniVersion: '1.1.0' }) });
+    const versions = (JSON.parse(out.stdout) as { supportedVersions?: unknown }).supportedVersions;
+    if (!Array.isArray(versions) || versions.length === 0) return true;
+    return versions.some((v) => typeof v === 'string' && atLeast(v, '1.1.0'));
+  } catch {
+    return true;
+  }
 }
 
 /** Runs the IPAM plugin; ADD returns its result, the others undefined. Failures keep the plugin's code and message. */

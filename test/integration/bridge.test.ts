@@ -5,7 +5,7 @@
 import { readdirSync, existsSync, readlinkSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Lab, globalAddrs, sh } from './bridge-helpers';
+import { GO_BIN, Lab, OUR_BIN, globalAddrs, sh } from './bridge-helpers';
 
 let lab: Lab;
 
@@ -410,6 +410,20 @@ describe('masquerade', () => {
     expect(status.code, status.stdout).toBe(0);
     await del(c, a, 'a');
     expect(tagged('iptables')).toEqual([]);
+  });
+});
+
+describe('STATUS', () => {
+  it("with Go's host-local 1.1.1 (older than STATUS) the network is available; an IPAM missing from CNI_PATH is code 50", async () => {
+    const c = { cniVersion: '1.1.0', name: 'netstatus', type: 'bridge', bridge: 'brtstatus', ipam: { type: 'host-local', subnet: '10.77.35.0/24', dataDir: ipamDir() } };
+    // With the invocation's container ID, and as a runtime calls STATUS (none).
+    for (const env of [{}, { CNI_CONTAINERID: '', CNI_IFNAME: '' }] as Record<string, string>[]) {
+      const r = await lab.cni({ command: 'STATUS', conf: c, path: `${GO_BIN}:${OUR_BIN}`, env });
+      expect(r.code, `${JSON.stringify(env)}: ${r.stdout}${r.stderr}`).toBe(0);
+    }
+    expect((await lab.cni({ command: 'STATUS', conf: c })).code).toBe(0); // ours
+    const missing = await lab.cni({ command: 'STATUS', conf: { ...c, ipam: { type: 'no-such-ipam' } } });
+    expect(missing.json).toMatchObject({ code: 50, msg: expect.stringMatching(/"no-such-ipam".*not found in CNI_PATH/) });
   });
 });
 

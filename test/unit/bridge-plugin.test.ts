@@ -812,4 +812,27 @@ describe('GC and STATUS', () => {
     }
     expect((await cni({ command: 'STATUS', conf: base({ cniVersion: '1.1.0', ipam: undefined }) })).code).toBe(0);
   });
+
+  it('STATUS: an IPAM plugin older than STATUS is available; one missing from CNI_PATH is code 50', async () => {
+    // As Debian's Go host-local 1.1.1: spec up to 1.0.0; STATUS is an unknown command, or,
+    // without a container ID (as a runtime calls STATUS), fails its checks for the other commands.
+    const old = join(dir, 'old-ipam');
+    writeFileSync(
+      old,
+      '#!/bin/sh\necho "$CNI_COMMAND" >> "$(dirname "$0")/old-ipam.log"\ncase "$CNI_COMMAND" in\n' +
+        'VERSION) echo \'{"cniVersion":"1.0.0","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1","0.4.0","1.0.0"]}\' ;;\n' +
+        '*) if [ -z "$CNI_CONTAINERID" ]; then echo \'{"code":3,"msg":"missing containerID"}\'; exit 1; fi\n' +
+        '   echo "{\\"code\\":4,\\"msg\\":\\"unknown CNI_COMMAND: $CNI_COMMAND\\"}"; exit 1 ;;\nesac\n',
+    );
+    chmodSync(old, 0o755);
+    const conf = base({ cniVersion: '1.1.0', ipam: { type: 'old-ipam' } });
+    const withId = await cni({ command: 'STATUS', conf });
+    expect(withId.code, JSON.stringify(withId.json)).toBe(0);
+    const asRuntime = await cni({ command: 'STATUS', conf, id: '', ifname: '', ns: '' });
+    expect(asRuntime.code, JSON.stringify(asRuntime.json)).toBe(0);
+    expect(readFileSync(join(dir, 'old-ipam.log'), 'utf8').trim().split('\n')).toEqual(['STATUS', 'STATUS', 'VERSION']);
+
+    const missing = await cni({ command: 'STATUS', conf: base({ cniVersion: '1.1.0', ipam: { type: 'no-such-ipam' } }) });
+    expect(missing.json).toMatchObject({ code: 50, msg: expect.stringMatching(/plugin "no-such-ipam" \(field "ipam.type"\) not found in CNI_PATH/) });
+  });
 });
