@@ -164,13 +164,14 @@ export async function main(argv: string[]): Promise<void> {
         }));
         if (o.json) process.stdout.write(JSON.stringify({ leases: rows, bad }, null, 2) + '\n');
         else {
+          const { printable } = await import('../flannel/log');
           const col = (...v: (string | null)[]) => v.filter(Boolean).join(',') || '-';
           for (const r of rows) {
             process.stdout.write(
               `${col(r.subnet, r.ipv6Subnet)}\t${col(r.publicIP, r.publicIPv6)}\t${r.backendType}\t${col(r.vtepMAC, r.v6VtepMAC)}\t${r.expiration ?? '-'}\n`,
             );
           }
-          for (const b of bad) process.stdout.write(`unreadable ${b.key}: ${b.why}\n`);
+          for (const b of bad) process.stdout.write(`unreadable ${JSON.stringify(b.key)}: ${printable(b.why)}\n`);
         }
       } finally {
         await store.close();

@@ -18,6 +18,7 @@ import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey
 import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig } from './netconfig';
 import { Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { LeaseStore, StoreOptions, StoreUnavailable, openStore } from './store';
+import { printable } from './log';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { Underlay, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep, getLink, vtep6Name, vtepName, vxlanMismatch, deleteLink } from './vtep';
@@ -101,7 +102,8 @@ export class Daemon {
   readonly log: (msg: string) => void;
 
   constructor(private readonly opts: DaemonOptions) {
-    this.log = opts.log ?? ((msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${msg}\n`));
+    const sink = opts.log ?? ((msg: string) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${msg}\n`));
+    this.log = (msg) => sink(printable(msg)); // one line each, whatever the store held
   }
 
   /**
@@ -433,7 +435,7 @@ export class Daemon {
       fresh = true;
       if (this.storeDown) this.log(`lease store ${this.store.description} is reachable again`);
       this.storeDown = false;
-      for (const b of res.bad) this.logOnce(`ignoring ${b.key}: ${b.why}`, `bad ${b.key}`);
+      for (const b of res.bad) this.logOnce(`ignoring ${JSON.stringify(b.key)}: ${b.why}`, `bad ${b.key}`);
     } catch (err) {
       if (!this.storeDown) {
         this.log(`${err instanceof StoreUnavailable ? '' : 'cannot list leases: '}${(err as Error).message}; keeping the overlay as programmed`);

@@ -260,8 +260,9 @@ export class EtcdStore implements LeaseStore {
       }
       watcher = w;
       delay = WATCH_RETRY_MS;
-      w.on('put', (kv) => onChange(`etcd put ${kv.key.toString()}`));
-      w.on('delete', (kv) => onChange(`etcd delete ${kv.key.toString()}`));
+      // the key is whatever was written: quoted, it cannot break a log line
+      w.on('put', (kv) => onChange(`etcd put ${JSON.stringify(kv.key.toString())}`));
+      w.on('delete', (kv) => onChange(`etcd delete ${JSON.stringify(kv.key.toString())}`));
       w.on('connected', () => onChange('etcd watch (re)connected'));
       w.on('disconnected', (err) => onError(unavailable(this.endpoints, err)));
       w.on('error', (err: Error) => {

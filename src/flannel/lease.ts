@@ -9,6 +9,7 @@
 // The subnets live in the key only (flannel's Lease.IPv6Subnet comes from the
 // key too); the value is flannel's LeaseAttrs, field for field.
 import { IP, Prefix } from '../net/ip';
+import { printable } from './log';
 
 export interface LeaseAttrs {
   /** IPv4 underlay address; undefined on an IPv6-only node (flannel writes "0.0.0.0"). */
@@ -151,7 +152,7 @@ export function decodeAttrs(text: string): LeaseAttrs {
   try {
     raw = JSON.parse(text) as Record<string, unknown>;
   } catch (err) {
-    throw new Error(`lease is not JSON: ${(err as Error).message}`);
+    throw new Error(`lease is not JSON: ${printable((err as Error).message)}`); // V8 quotes the text, raw newlines and all
   }
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new Error('lease must be a JSON object');
   const attrs: LeaseAttrs = { backendType: typeof raw.BackendType === 'string' ? raw.BackendType : '' };

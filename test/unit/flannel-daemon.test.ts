@@ -472,6 +472,18 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(logs.join('\n')).toMatch(/removed flannel.7 \(VNI 7\), a VTEP of an earlier network config/);
   });
 
+  it('keys and values from the store cannot forge log lines', async () => {
+    const forged = '\n2030-01-01T00:00:00.000Z vxlan-flannel: FORGED';
+    store.put(`10.88.7.0-24${forged}`, peerValue(7), 600);
+    store.put('10.88.8.0-24', `nonsense${forged}`, 600); // not JSON: V8 quotes the text, newline and all, in its message
+    store.put('10.88.9.0-24', peerValue(9).replace('"vxlan"', JSON.stringify(`vxlan${forged}`)), 600);
+    await daemon().start();
+    for (const l of logs) expect(l).not.toMatch(/[\n\r\u2028\u2029]/);
+    expect(logs.filter((l) => l.includes('FORGED'))).toHaveLength(2);
+    expect(logs.find((l) => l.includes('10.88.8.0-24'))).toMatch(/lease is not JSON: .*"nonsense\\u000a2/);
+    expect(logs).toContain(`ignoring ${JSON.stringify(`10.88.7.0-24${forged}`)}: not a subnet key`);
+  });
+
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);

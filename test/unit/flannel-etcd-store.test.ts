@@ -126,7 +126,10 @@ describe('etcd store: a watch etcd cancels is made again', () => {
     expect(errors.join('\n')).toMatch(/cancelled the watch .*compacted/);
     // and the new watcher is live
     fake.watches[1].watcher.emit('put', { key: Buffer.from('/coreos.com/network/subnets/10.88.9.0-24') });
-    expect(changes.at(-1)).toBe('etcd put /coreos.com/network/subnets/10.88.9.0-24');
+    expect(changes.at(-1)).toBe('etcd put "/coreos.com/network/subnets/10.88.9.0-24"');
+    // a key is whatever was written: quoted, it cannot start a log line of its own
+    fake.watches[1].watcher.emit('delete', { key: Buffer.from('/coreos.com/network/subnets/x\n2030-01-01 FORGED') });
+    expect(changes.at(-1)).toBe('etcd delete "/coreos.com/network/subnets/x\\n2030-01-01 FORGED"');
     stop();
     expect(fake.watches[1].watcher.cancelled).toBe(true);
   });
