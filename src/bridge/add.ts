@@ -2,11 +2,11 @@
 //
 // Processes (L3 with a gateway): IPAM runs in this process when it is our
 // host-local, then
-//   1. one `ip -batch` in the host, fed in two steps: the bridge (created, or
-//      an existing link read: nothing existing is touched before it is known
-//      to be a bridge), then the veth pair with its peer created directly in
-//      the container namespace and this end enslaved, port flags, gateway
-//      address, and the reads for the result;
+//   1. two `ip -batch` in the host: the bridge (created, or an existing link
+//      read: nothing existing is touched before it is known to be a bridge),
+//      then the veth pair with its peer created directly in the container
+//      namespace and this end enslaved, port flags, gateway address, and the
+//      reads for the result;
 //   2. `nsenter sysctl` in the container (DAD, arp_notify: before link up);
 //   3. one `ip -batch` in the container: addresses, link up, routes, read MAC;
 // with masquerade, VLAN and spoof-check setup running beside 2 and 3.
@@ -16,7 +16,6 @@ import { CniError, ErrorCode } from '../cni/errors';
 import type { Interface, Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { runBatch, isExists, isBatchSafe, type Line, type BatchResult } from '../iproute/batch';
-import { openIpBatch, type BatchSession } from '../iproute/batch-session';
 import { bridgeAdd, bridgeSet, bridgePortSet, firstLink, linkDel, linkKind, linkSet, randomMac, showDev, vethAdd, ifnameProblem, type IpLink } from '../iproute/link';
 import { addrAdd, addrDel, addrReplace, type AddrInfo } from '../iproute/addr';
 import { routeAppend } from '../iproute/route';
@@ -46,14 +45,9 @@ export async function add(req: Request): Promise<Result> {
 
   const undo: Undo[] = [];
   let attachmentExists = false;
-  // The host's `ip` starts now, so its start-up overlaps the IPAM call. Every
-  // successful ADD finishes it (setupHost); a failed one ends it here, before
-  // anything is undone.
-  const hostBatch = openIpBatch({ details: true });
   try {
     return await addSteps(req, cfg, ipam, undo);
   } catch (err) {
-    await hostBatch.close();
     for (const step of undo.reverse()) {
       try {
         await step();
@@ -81,7 +75,7 @@ export async function add(req: Request): Promise<Result> {
     const hostVeth = hostVethName(containerId, ifname);
     // The spoof check must know the MAC before traffic flows: choose it rather than read it.
     const containerMac = cfg.mac ?? (cfg.macspoofchk ? randomMac() : undefined);
-    const host = await setupHost(hostBatch, cfg, plan, hostVeth, netns, ifname, containerMac, undo).catch((e) => {
+    const host = await setupHost(cfg, plan, hostVeth, netns, ifname, containerMac, undo).catch((e) => {
       if (e instanceof AttachmentExistsError) attachmentExists = true;
       throw e;
     });
@@ -199,7 +193,7 @@ interface HostState {
 }
 
 /**
- * The host side, in one `ip -batch` process fed in two steps (iproute/batch-session):
+ * The host side, in two `ip -batch` processes:
  *   1. create the bridge if it is missing, and read what the name holds now
  *      (and the VLAN gateway link's addresses): nothing that already exists
  *      is touched before its kind is known;
@@ -207,7 +201,6 @@ interface HostState {
  *      addresses, and the reads for the result.
  */
 async function setupHost(
-  session: BatchSession,
   cfg: BridgeConfig,
   plan: AddressPlan | undefined,
   hostVeth: string,
@@ -233,10 +226,10 @@ async function setupHost(
   const first: Line[] = [bridgeAdd(cfg.bridge, { mtu: cfg.mtu || undefined, mac: randomMac() }), showDev(cfg.bridge)];
   if (vlanGw && gateways.length) first.push(showDev(vlanGw));
   // (A failing step means ip itself gave up: the process is gone, nothing was changed.)
-  const found = await session.run(first).catch((e) => {
+  const found = await runBatch('ip', first, { json: true, details: true }).catch((e) => {
     throw failed(e);
   });
-  // A refusal here leaves the name as it was: add() then closes the session, nothing more runs.
+  // A refusal here leaves the name as it was.
   const existing = firstLink(found.outputs[1]);
   const addErr = found.errors[0];
   if (addErr !== undefined && !isExists(addErr)) {
@@ -271,7 +264,7 @@ async function setupHost(
   const iShowVeth = at(showDev(hostVeth));
   const iShowGw = vlanGw ? at(showDev(vlanGw)) : -1;
 
-  const res = await session.finish(lines).catch((e) => {
+  const res = await runBatch('ip', lines, { json: true, details: true }).catch((e) => {
     // ip gave up before finishing (it exits on words it cannot resolve). That
     // happens parsing a line, before the veth line has run, so nothing to undo.
     throw failed(e);

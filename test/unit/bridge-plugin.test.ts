@@ -211,7 +211,7 @@ describe('ADD', () => {
     expect(r.json.dns).toEqual({ nameservers: ['10.77.9.53'] });
 
     const ipCalls = kernel.calls.filter((c) => c.argv[0] === 'ip');
-    // The host batch is one process fed in two steps (iproute/batch-session); the fake runs each step as a call.
+    // Two host batches (create the bridge and read what the name holds; then the rest), one in the container.
     expect(ipCalls.map((c) => c.netns ?? 'host')).toEqual(['host', 'host', netns]);
     expect(ipCalls[0].input!.trim().split('\n')).toEqual([expect.stringMatching(/^link add name brunit0 mtu 1400 address \S+ type bridge$/), 'addr show dev brunit0']);
     expect(kernel.calls.filter((c) => c.argv[0] === 'sysctl')).toHaveLength(1);

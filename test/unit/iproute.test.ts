@@ -1,8 +1,5 @@
 // The iproute layer without a kernel: batch output parsing, command builders,
 // and the firewall helpers' scripts, against recorded command lines.
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { setRunner, type Runner } from '../../src/iproute/exec';
 import { isBatchSafe, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
@@ -14,7 +11,6 @@ import { sysctlArgv } from '../../src/iproute/sysctl';
 import { masqAdd, masqCheck, masqComment, masqDel, masqList, NFT_TABLE } from '../../src/iproute/masq';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
 import { syncRunner } from '../../src/iproute/sync-runner';
-import { openIpBatch } from '../../src/iproute/batch-session';
 
 let restore: Runner | undefined;
 const calls: { argv: readonly string[]; input?: string }[] = [];
@@ -241,101 +237,5 @@ describe('syncRunner', () => {
 
   it('rejects when the program is not installed (ENOENT, as the async runner does)', async () => {
     await expect(syncRunner(['no-such-program-cni-ts'])).rejects.toMatchObject({ code: 'ENOENT' });
-  });
-});
-
-describe('ip batch session (one process fed in steps)', () => {
-  /**
-   * A stand-in for `ip -json -force -batch -` on PATH: answers each line as
-   * it reads it (a show prints [{"line":N}], a line naming "dev ." or "fail"
-   * fails with a "Command failed -:N" marker, "quit" makes it exit 255),
-   * logging one line per process it starts and every line it reads.
-   */
-  function withFakeIp(): { dir: string; processes: () => string[]; input: () => string[]; done: () => void } {
-    const dir = mkdtempSync(join(tmpdir(), 'fake-ip-'));
-    writeFileSync(
-      join(dir, 'ip'),
-      [
-        '#!/bin/sh',
-        'echo "$*" >> "$(dirname "$0")/started"',
-        'n=0',
-        'while IFS= read -r line; do',
-        '  n=$((n+1))',
-        '  echo "$line" >> "$(dirname "$0")/input"',
-        '  case "$line" in',
-        '    quit) exit 255 ;;',
-        '    *" dev ."|*fail*) echo "Device does not exist." >&2; echo "Command failed -:$n" >&2 ;;',
-        '    *" show "*) echo "[{\\"line\\":$n}]" ;;',
-        '  esac',
-        'done',
-        '',
-      ].join('\n'),
-    );
-    chmodSync(join(dir, 'ip'), 0o755);
-    const path = process.env.PATH;
-    process.env.PATH = `${dir}:${path}`;
-    return {
-      dir,
-      processes: () => readFileSync(join(dir, 'started'), 'utf8').trim().split('\n'),
-      input: () => (existsSync(join(dir, 'input')) ? readFileSync(join(dir, 'input'), 'utf8').trim().split('\n') : []),
-      done: () => {
-        process.env.PATH = path;
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-
-  it('streams to one process: a step resolves with its errors and outputs before the next is sent', async () => {
-    const ip = withFakeIp();
-    try {
-      const s = openIpBatch({ details: true });
-      const one = await s.run([['link', 'add', 'name', 'x', 'type', 'bridge'], ['addr', 'show', 'dev', 'x'], ['addr', 'show', 'dev', 'fail']]);
-      expect(one).toEqual({ errors: [undefined, undefined, 'Device does not exist.'], outputs: [undefined, [{ line: 2 }], undefined], firstError: 2 });
-      // Line 4 was the step's sentinel; the next step continues the same input.
-      const two = await s.run([['link', 'fail'], ['addr', 'show', 'dev', 'y']]);
-      expect(two).toEqual({ errors: ['Device does not exist.', undefined], outputs: [undefined, [{ line: 6 }]], firstError: 0 });
-      const last = await s.finish([['addr', 'show', 'dev', 'z'], ['link', 'set', 'dev', 'z', 'up']]);
-      expect(last).toEqual({ errors: [undefined, undefined], outputs: [[{ line: 8 }], undefined], firstError: -1 });
-      expect(ip.processes()).toEqual(['-json -details -force -batch -']);
-      expect(ip.input()).toEqual([
-        'link add name x type bridge', 'addr show dev x', 'addr show dev fail', 'link show dev .',
-        'link fail', 'addr show dev y', 'link show dev .',
-        'addr show dev z', 'link set dev z up',
-      ]);
-    } finally {
-      ip.done();
-    }
-  });
-
-  it('rejects a step when the process exits before finishing it; refuses unsafe words without sending anything', async () => {
-    const ip = withFakeIp();
-    try {
-      const unsafe = openIpBatch();
-      await expect(unsafe.run([['link', 'del', 'a b']])).rejects.toBeInstanceOf(UnsafeWordError);
-      await unsafe.close();
-      expect(ip.input()).toEqual([]);
-      const s = openIpBatch();
-      await expect(s.run([['addr', 'show', 'dev', 'x'], ['quit']])).rejects.toBeInstanceOf(BatchProcessError);
-      await s.close();
-      const ended = openIpBatch();
-      await ended.run([['addr', 'show', 'dev', 'x']]);
-      expect(await ended.finish()).toEqual({ errors: [], outputs: [], firstError: -1 });
-      await ended.close();
-      // A session closed without steps: the process ends having run nothing.
-      await openIpBatch().close();
-    } finally {
-      ip.done();
-    }
-  });
-
-  it('runs each step as a batch of its own through a runner a test installed', async () => {
-    fake((_argv, input) => ({ stdout: input!.includes('show') ? '[{"ifname":"x"}]\n' : '' }));
-    const s = openIpBatch({ details: true });
-    expect((await s.run([['addr', 'show', 'dev', 'x']])).outputs).toEqual([[{ ifname: 'x' }]]);
-    expect((await s.finish([['link', 'set', 'dev', 'x', 'up']])).errors).toEqual([undefined]);
-    expect(calls.map((c) => [c.argv.join(' '), c.input])).toEqual([
-      ['ip -json -details -force -batch -', 'addr show dev x\n'],
-      ['ip -json -details -force -batch -', 'link set dev x up\n'],
-    ]);
   });
 });
