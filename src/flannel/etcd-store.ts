@@ -55,9 +55,15 @@ export class EtcdStore implements LeaseStore {
       dialTimeout: timeoutMs,
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
     };
-    if (opts.etcdCaFile) {
+    // TLS: a client certificate is presented whenever one is given, with or without
+    // --etcd-cafile (without it, the server is checked against the system's CAs, or
+    // grpc's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), as flanneld does.
+    if (!!opts.etcdCertFile !== !!opts.etcdKeyFile) {
+      throw new Error(`--etcd-certfile and --etcd-keyfile go together (the client certificate and its key); only ${opts.etcdCertFile ? '--etcd-certfile' : '--etcd-keyfile'} was given`);
+    }
+    if (opts.etcdCaFile || opts.etcdCertFile) {
       options.credentials = {
-        rootCertificate: readFileSync(opts.etcdCaFile),
+        rootCertificate: (opts.etcdCaFile ? readFileSync(opts.etcdCaFile) : null) as Buffer, // null: grpc's default roots
         ...(opts.etcdKeyFile ? { privateKey: readFileSync(opts.etcdKeyFile) } : {}),
         ...(opts.etcdCertFile ? { certChain: readFileSync(opts.etcdCertFile) } : {}),
       };

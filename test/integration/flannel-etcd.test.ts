@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, ETCD_IP, Host, NETWORK, Pod, Topology, sleep, waitFor } from './flannel-topology';
+import { DaemonHandle, ETCD_IP, FLANNEL, Host, NETWORK, Pod, Topology, runIn, sleep, waitFor } from './flannel-topology';
 import { sh } from './helpers';
 
 const PREFIX = '/coreos.com/network';
@@ -303,6 +303,23 @@ describe('vxlan-flannel with etcd', () => {
       await topo.etcdctl(['del', '/fle-test/other']);
       expect(await topo.stopDaemon(d7)).toBe(0);
     }
+  }, 60_000);
+
+  it('an etcd that requires client certificates: --etcd-certfile/--etcd-keyfile are presented without --etcd-cafile too', async () => {
+    const tls = await topo.startTlsEtcd('etcdtls', 101);
+    const flags = ['--etcd-endpoints', tls.endpoint, '--etcd-certfile', tls.cert, '--etcd-keyfile', tls.key];
+    // no --etcd-cafile: the server is checked against grpc's default roots, here our throwaway CA
+    const env = { GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: tls.ca };
+    const set = await runIn(tls.host.path, [FLANNEL, 'network', 'set', '--network', NETWORK, ...flags], env);
+    expect(set.code, set.stderr).toBe(0);
+    const get = await runIn(tls.host.path, [FLANNEL, 'network', 'get', ...flags], env);
+    expect([get.code, get.stdout.trim()], get.stderr).toEqual([0, `{"Network":"${NETWORK}","Backend":{"Type":"vxlan"}}`]);
+    // with the CA given, the same
+    const withCa = await runIn(tls.host.path, [FLANNEL, 'network', 'get', ...flags, '--etcd-cafile', tls.ca]);
+    expect(withCa.code, withCa.stderr).toBe(0);
+    // and without a client certificate the server refuses us
+    const anonymous = await runIn(tls.host.path, [FLANNEL, 'network', 'get', '--etcd-endpoints', tls.endpoint, '--etcd-cafile', tls.ca]);
+    expect(anonymous.code).not.toBe(0);
   }, 60_000);
 
   it('etcd down: clear log lines, the overlay keeps working; etcd back: the daemons carry on', async () => {

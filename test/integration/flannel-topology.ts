@@ -175,6 +175,42 @@ export class Topology {
     return endpoint;
   }
 
+  /**
+   * A second etcd that speaks only TLS and requires a client certificate
+   * (--client-cert-auth), on host `name` at 192.168.88.<octet>, with a throwaway
+   * CA, server and client certificate made by openssl in the temp dir.
+   * Returns its endpoint and the PEM files.
+   */
+  async startTlsEtcd(name: string, octet: number): Promise<{ endpoint: string; host: Host; ca: string; cert: string; key: string }> {
+    const host = this.addHost(name, octet);
+    const dir = join(this.tmp.path, `${name}-pki`);
+    mkdirSync(dir);
+    const f = (n: string) => join(dir, n);
+    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+    sh(['openssl', 'req', '-x509', ...ec, '-keyout', f('ca-key.pem'), '-out', f('ca.pem'), '-days', '1', '-subj', '/CN=fltest-ca']);
+    for (const [who, ext] of [['server', `subjectAltName=IP:${host.ip}\nextendedKeyUsage=serverAuth\n`], ['client', 'extendedKeyUsage=clientAuth\n']]) {
+      writeFileSync(f(`${who}.ext`), ext);
+      sh(['openssl', 'req', ...ec, '-keyout', f(`${who}-key.pem`), '-out', f(`${who}.csr`), '-subj', `/CN=fltest-${who}`]);
+      sh(['openssl', 'x509', '-req', '-in', f(`${who}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca-key.pem'), '-CAcreateserial', '-days', '1', '-out', f(`${who}.pem`), '-extfile', f(`${who}.ext`)]);
+    }
+    const endpoint = `https://${host.ip}:2379`;
+    const log = openSync(join(this.tmp.path, `${name}.log`), 'a');
+    const proc = spawn(
+      'nsenter',
+      [`--net=${host.path}`, '--', '/usr/bin/etcd', '--name', 'fltls', '--data-dir', join(this.tmp.path, `${name}-data`),
+        '--listen-client-urls', endpoint, '--advertise-client-urls', endpoint,
+        '--cert-file', f('server.pem'), '--key-file', f('server-key.pem'), '--client-cert-auth', '--trusted-ca-file', f('ca.pem'),
+        '--listen-peer-urls', 'http://127.0.0.1:2380', '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
+        '--initial-cluster', 'fltls=http://127.0.0.1:2380', '--log-level', 'warn'],
+      { stdio: ['ignore', log, log] },
+    );
+    closeSync(log);
+    this.procs.push(proc);
+    const tls = ['--cacert', f('ca.pem'), '--cert', f('client.pem'), '--key', f('client-key.pem')];
+    await waitFor(`${name} to answer`, async () => (await runIn(host.path, ['/usr/bin/etcdctl', `--endpoints=${endpoint}`, ...tls, 'endpoint', 'health'], { ETCDCTL_API: '3' })).code === 0, 20_000, 200);
+    return { endpoint, host, ca: f('ca.pem'), cert: f('client.pem'), key: f('client-key.pem') };
+  }
+
   async stopEtcd(): Promise<void> {
     const e = this.etcd;
     if (!e || e.exitCode !== null) return;

@@ -5,6 +5,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EventEmitter } from 'node:events';
 import { Socket, createServer } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const lib = vi.hoisted(() => ({ fake: undefined as unknown }));
 vi.mock('../../src/flannel/etcd-client', () => ({
@@ -187,5 +190,33 @@ describe('etcd store: writes of our lease', () => {
     const now = fake.kv.get(key);
     expect(now, 'the key must still be there').toBeDefined();
     expect(fake.revoked).not.toContain(now!.lease);
+  });
+});
+
+describe('etcd store: TLS', () => {
+  const pem = (dir: string, name: string) => {
+    writeFileSync(join(dir, name), `-----BEGIN ${name}-----\n`);
+    return join(dir, name);
+  };
+  it('a client certificate and key are presented with or without --etcd-cafile', async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const dir = mkdtempSync(join(tmpdir(), 'flannel-tls-'));
+    try {
+      const [ca, cert, key] = ['ca', 'cert', 'key'].map((n) => pem(dir, n));
+      await open({ etcdCertFile: cert, etcdKeyFile: key });
+      const creds = FakeEtcd3.last.options.credentials as Record<string, Buffer | null>;
+      expect(creds?.certChain?.toString()).toBe('-----BEGIN cert-----\n');
+      expect(creds?.privateKey?.toString()).toBe('-----BEGIN key-----\n');
+      expect(creds?.rootCertificate).toBeNull(); // the server is checked against grpc's default roots
+      await open({ etcdCaFile: ca, etcdCertFile: cert, etcdKeyFile: key });
+      expect((FakeEtcd3.last.options.credentials as Record<string, Buffer>).rootCertificate.toString()).toBe('-----BEGIN ca-----\n');
+      await open({ etcdCaFile: ca });
+      expect(Object.keys(FakeEtcd3.last.options.credentials as object)).toEqual(['rootCertificate']);
+      await open();
+      expect(FakeEtcd3.last.options.credentials).toBeUndefined();
+      await expect(open({ etcdCertFile: cert })).rejects.toThrow(/--etcd-certfile and --etcd-keyfile go together .*only --etcd-certfile was given/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
