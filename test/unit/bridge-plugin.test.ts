@@ -14,15 +14,27 @@ let dir: string;
 let netns: string;
 let kernel: FakeKernel;
 
-/** Faults for the sysctl module: a failing host write (ensureSysctl), a container sysctl call held back. */
-const sysctlHooks = vi.hoisted(() => ({ ensureFails: undefined as Error | undefined, holdContainer: undefined as Promise<void> | undefined }));
+/**
+ * The host's sysctls are recorded, never written (a unit test run as root must
+ * not switch on forwarding on the machine); faults: a failing host write, a
+ * container sysctl call held back.
+ */
+const sysctlHooks = vi.hoisted(() => ({
+  ensureFails: undefined as Error | undefined,
+  holdContainer: undefined as Promise<void> | undefined,
+  host: [] as string[],
+}));
 vi.mock('../../src/iproute/sysctl', async (importOriginal) => {
   const real = await importOriginal<typeof import('../../src/iproute/sysctl')>();
   return {
     ...real,
     ensureSysctl: (key: string, value: string) => {
       if (sysctlHooks.ensureFails) throw sysctlHooks.ensureFails;
-      return real.ensureSysctl(key, value);
+      sysctlHooks.host.push(`${key}=${value}`);
+    },
+    trySysctl: (key: string, value: string) => {
+      sysctlHooks.host.push(`${key}=${value}`);
+      return true;
     },
     setSysctlsIn: async (...args: Parameters<typeof real.setSysctlsIn>) => {
       await sysctlHooks.holdContainer;
@@ -66,6 +78,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 beforeEach(() => {
   sysctlHooks.ensureFails = undefined;
+  sysctlHooks.host = [];
   sysctlHooks.holdContainer = undefined;
   kernel = new FakeKernel().install();
   rmSync(join(dir, 'ipam.log'), { force: true });
@@ -243,6 +256,7 @@ describe('ADD', () => {
     expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0 broadcast +', 'addr replace fd77:9::1/64 dev brunit0 nodad']));
     const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
     expect(cont).toEqual(expect.arrayContaining(['addr add 10.77.9.5/24 dev eth0 broadcast +', 'addr add fd77:9::5/64 dev eth0']));
+    expect(sysctlHooks.host).toEqual(expect.arrayContaining(['net/ipv4/ip_forward=1', 'net/ipv6/conf/all/forwarding=1']));
   });
 
   it('computes the gateway when the IPAM gives none, and prints older result versions', async () => {
