@@ -249,7 +249,7 @@ export class Daemon {
     // between a list and the start of the watch.
     this.stopWatch = this.store.watch(
       (why) => this.schedule(why),
-      (err) => this.logOnce(`watch: ${err.message}`, 'watch'),
+      (err) => this.watchTrouble(err),
       acquired.listed.revision,
     );
     await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
@@ -328,8 +328,34 @@ export class Daemon {
     this.log(msg);
   }
 
+  /**
+   * A failure that every pass meets again: logged when it appears or its
+   * message changes, not each time; `msg` undefined = it is over (logged as
+   * `recovered` if it had been reported).
+   */
+  private problem(key: string, msg: string | undefined, recovered?: string): void {
+    if (msg !== undefined) {
+      this.logOnce(msg, key);
+      return;
+    }
+    const had = [...this.reported].find((k) => k.startsWith(`${key}\n`));
+    if (!had) return;
+    this.reported.delete(had);
+    if (recovered) this.log(recovered);
+  }
+
+  /**
+   * Watch errors come in bursts while etcd is away (each reconnect attempt
+   * fails, alternating between two messages): each message is logged once
+   * until the watch delivers again.
+   */
+  private watchTrouble(err: Error): void {
+    this.logOnce(`watch: ${err.message}`, `watch ${err.message}`);
+  }
+
   private schedule(why: string): void {
     if (this.stopped) return;
+    for (const k of this.reported) if (k.startsWith('watch ')) this.reported.delete(k); // the watch works: report its next failure
     clearTimeout(this.debounce);
     this.debounce = setTimeout(() => void this.sync(why), 20);
   }
@@ -388,7 +414,7 @@ export class Daemon {
       try {
         const ok = await this.store.renew(this.subnets, this.attrs, ttl, this.leaseValue);
         if (!ok) {
-          this.log(`cannot renew lease ${this.leaseName}: it now holds another node's data`);
+          this.logOnce(`cannot renew lease ${this.leaseName}: it now holds another node's data`, 'renew');
           this.schedule('lease renewal refused'); // the reconcile looks at what it holds now
           this.armRenewal(renewRetryMs(ttl));
           return;
@@ -450,9 +476,10 @@ export class Daemon {
           const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
           if (r.created) this.log(`VTEP ${s.spec.name} was missing (${why}): recreated`);
           if (r.replaced) this.log(`VTEP ${s.spec.name} had been changed (${r.replaced}): replaced`);
+          this.problem(`vtep ${s.spec.name}`, undefined, `VTEP ${s.spec.name} is in place again`);
         } catch (err) {
           vtepsUp = false;
-          this.log(`reconcile failed (${why}): VTEP ${s.spec.name}: ${(err as Error).message}`);
+          this.problem(`vtep ${s.spec.name}`, `reconcile failed: VTEP ${s.spec.name}: ${(err as Error).message}; retrying on each reconcile`);
           continue;
         }
         if (!this.listed) continue; // no picture of the peers yet: leave them as they are
@@ -465,14 +492,16 @@ export class Daemon {
             await applyPlan(plan, o.netns);
             for (const c of plan.changes) this.log(`${c} (${why})`);
           }
+          this.problem(`peers ${s.spec.name}`, undefined, `${s.spec.name}: every peer is programmed again`);
         } catch (err) {
-          this.log(`reconcile failed (${why}): ${s.spec.name} peers: ${(err as Error).message}`);
+          this.problem(`peers ${s.spec.name}`, `reconcile failed: ${s.spec.name} peers: ${(err as Error).message}; retrying on each reconcile`);
         }
       }
       // the VTEPs are up: pods can be attached even if a peer failed to program
       if (vtepsUp && this.listed) this.writeSubnetEnv();
+      this.problem('reconcile', undefined);
     } catch (err) {
-      this.log(`reconcile failed (${why}): ${(err as Error).message}`);
+      this.problem('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     }
   }
 

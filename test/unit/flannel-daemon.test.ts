@@ -32,6 +32,7 @@ class MemStore implements LeaseStore {
   private nextLease = 100;
   readonly history: { rev: number; key: string }[] = [];
   private readonly watchers = new Set<(why: string) => void>();
+  private readonly errorSinks = new Set<(err: Error) => void>();
   /** Every call, for assertions: "list", "renew 10.88.1.0-24 ttl=60", ... */
   readonly calls: string[] = [];
   /** While true every call fails as an unreachable etcd does. */
@@ -132,9 +133,15 @@ class MemStore implements LeaseStore {
   }
 
   /** As etcd: from `after` + 1 when given (history replayed), else from now. */
-  watch(onChange: (why: string) => void, _onError: (err: Error) => void, after?: string): () => void {
+  /** The watch reports trouble (etcd3's 'disconnected', a failed reconnect). */
+  watchError(err: Error): void {
+    for (const sink of this.errorSinks) sink(err);
+  }
+
+  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
     this.beforeWatch?.();
     this.watchers.add(onChange);
+    this.errorSinks.add(onError);
     if (after !== undefined) {
       const missed = this.history.filter((h) => h.rev > Number(after));
       if (missed.length) setTimeout(() => missed.forEach((h) => onChange(`replayed ${h.key}`)), 0);
@@ -482,6 +489,35 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(logs.filter((l) => l.includes('FORGED'))).toHaveLength(2);
     expect(logs.find((l) => l.includes('10.88.8.0-24'))).toMatch(/lease is not JSON: .*"nonsense\\u000a2/);
     expect(logs).toContain(`ignoring ${JSON.stringify(`10.88.7.0-24${forged}`)}: not a subnet key`);
+  });
+
+  it('a failure met on every reconcile is logged when it appears and when it ends, not on each pass', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    node.failLine = (line) => (line.startsWith('route replace 10.88.2.0/24') ? 'Error: Nexthop has invalid gateway.' : undefined);
+    await daemon({ reconcileMs: 20 }).start();
+    await new Promise((r) => setTimeout(r, 300)); // a dozen reconciles
+    expect(node.calls.filter((c) => c.includes('route replace 10.88.2.0/24')).length).toBeGreaterThan(5);
+    expect(logs.filter((l) => l.includes('reconcile failed'))).toEqual([
+      'reconcile failed: flannel.1 peers: ip route replace 10.88.2.0/24 via 10.88.2.0 dev flannel.1 onlink: Error: Nexthop has invalid gateway.; retrying on each reconcile',
+    ]);
+    node.failLine = undefined;
+    await waitUntil('the route', () => node.has('10.88.2.0/24', peerMac(2), '192.168.88.2'), 1000);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(logs.filter((l) => l.includes('programmed again'))).toEqual(['flannel.1: every peer is programmed again']);
+    // the watch's reconnect attempts while etcd is away: each message once, not per attempt
+    for (let i = 0; i < 4; i++) store.watchError(new Error(i % 2 ? 'The etcd watch stream was unexpectedly ended' : 'etcd mem unreachable'));
+    expect(logs.filter((l) => l.startsWith('watch: '))).toEqual(['watch: etcd mem unreachable', 'watch: The etcd watch stream was unexpectedly ended']);
+  });
+
+  it('a renewal refused (another node holds our subnet now) is logged once, not on every retry', async () => {
+    store.put('10.88.1.0-24', peerValue(1), 600);
+    const d = daemon({ leaseTtlS: 1, reconcileMs: 50 });
+    await d.start();
+    store.put('10.88.1.0-24', peerValue(9), 600); // 192.168.88.9 took it
+    await new Promise((r) => setTimeout(r, 2600)); // renewals retried every second
+    expect(store.calls.filter((c) => c.startsWith('renew 10.88.1.0-24')).length).toBeGreaterThanOrEqual(3);
+    expect(logs.filter((l) => l.startsWith('cannot renew'))).toEqual(["cannot renew lease 10.88.1.0/24: it now holds another node's data"]);
+    expect(logs.filter((l) => l.startsWith('CONFLICT'))).toHaveLength(1);
   });
 
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
