@@ -16,7 +16,7 @@ import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
 import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
 import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from './lease';
 import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig } from './netconfig';
-import { Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import { PlanError, Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { LeaseStore, StoreOptions, StoreUnavailable, openStore } from './store';
 import { printable } from './log';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
@@ -489,8 +489,14 @@ export class Daemon {
           for (const m of skipped) this.logOnce(`ignoring ${m}`, `skip${s.family} ${m.split(': ')[0]}`);
           const plan = planPeers(peers, await readActual(s.spec.name, o.netns, s.family), s.spec.name, s.pool.network);
           if (plan.changes.length) {
-            await applyPlan(plan, o.netns);
-            for (const c of plan.changes) this.log(`${c} (${why})`);
+            try {
+              await applyPlan(plan, o.netns);
+              for (const c of plan.changes) this.log(`${c} (${why})`);
+            } catch (err) {
+              // the rest was made all the same: say so, then report what the kernel refused
+              if (err instanceof PlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+              throw err;
+            }
           }
           this.problem(`peers ${s.spec.name}`, undefined, `${s.spec.name}: every peer is programmed again`);
         } catch (err) {

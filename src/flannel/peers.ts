@@ -4,7 +4,7 @@
 // One family at a time: flannel.<VNI> carries IPv4 (BackendData, PublicIP),
 // flannel-v6.<VNI> IPv6 (BackendV6Data, PublicIPv6); the same code serves both.
 import { IP, Prefix } from '../net/ip';
-import { runBatchOrThrow } from '../iproute/batch';
+import { runBatch } from '../iproute/batch';
 import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../iproute/fdb';
 import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../iproute/neigh';
 import { RouteEntry, listRoutes, routeDel, routeReplaceOnlink } from '../iproute/vxlan';
@@ -33,6 +33,21 @@ export interface Plan {
   ipLast: string[][];
   /** One line per change, for the log. */
   changes: string[];
+  /** Per batch line, the index in `changes` of the change it belongs to. */
+  owners: { ipFirst: number[]; bridge: number[]; ipLast: number[] };
+}
+
+/** Lines of a plan the kernel refused; every batch was run all the same. */
+export class PlanError extends Error {
+  constructor(
+    /** "ip route replace ...: <why>", one per refused line. */
+    readonly failures: string[],
+    /** Indexes in the plan's `changes` of the changes not (fully) made. */
+    readonly failedChanges: ReadonlySet<number>,
+  ) {
+    super(failures.length === 1 ? failures[0] : `${failures.length} changes failed: ${failures.join('; ')}`);
+    this.name = 'PlanError';
+  }
 }
 
 export interface Self {
@@ -132,7 +147,12 @@ const norm = (addr: string | undefined): string | undefined => (addr === undefin
 
 /** The commands that make `actual` match `peers` on `dev`; nothing when it already does. */
 export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, network: Prefix): Plan {
-  const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [] };
+  const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
+  // each line belongs to the change logged right after it
+  const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: string[]) => {
+    plan[batch].push(line);
+    plan.owners[batch].push(plan.changes.length);
+  };
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
   const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
@@ -149,13 +169,13 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
     if (!p || wantRoute.has(p.toString())) continue;
     const ourShape = norm(r.gateway) === p.network.toString() && !!r.flags?.includes('onlink');
     if (!network.contains(p.network) && !ourShape) continue;
-    plan.ipFirst.push(routeDel(dst, dev));
+    add('ipFirst', routeDel(dst, dev));
     plan.changes.push(`route ${dst}: removed (no lease)`);
   }
   for (const p of peers) {
     const n = actual.neigh.find((e) => norm(e.dst) === p.vtepIP);
     if (n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac) continue;
-    plan.ipFirst.push(neighReplace(p.vtepIP, p.mac, dev));
+    add('ipFirst', neighReplace(p.vtepIP, p.mac, dev));
     plan.changes.push(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`);
   }
 
@@ -163,14 +183,14 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
     const entries = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
     if (entries.length === 1 && norm(entries[0].dst) === p.publicIP && entries[0].state === 'permanent') continue;
     // `replace` rewrites a MAC's one remote in place; extra remotes (appended by hand) go first.
-    if (entries.length > 1) for (const e of entries) plan.bridge.push(fdbDel(e.mac, e.dst!, dev));
-    plan.bridge.push(fdbReplace(p.mac, p.publicIP, dev));
+    if (entries.length > 1) for (const e of entries) add('bridge', fdbDel(e.mac, e.dst!, dev));
+    add('bridge', fdbReplace(p.mac, p.publicIP, dev));
     plan.changes.push(`fdb ${p.mac} → ${p.publicIP}: ${entries.length ? `was ${entries.map((e) => e.dst).join(',')}` : 'added'}`);
   }
   for (const e of actual.fdb) {
     if (!e.dst) continue; // the device's own entries
     if (wantFdb.has(e.mac.toLowerCase())) continue;
-    plan.bridge.push(fdbDel(e.mac, e.dst, dev));
+    add('bridge', fdbDel(e.mac, e.dst, dev));
     plan.changes.push(`fdb ${e.mac} → ${e.dst}: removed (no lease)`);
   }
 
@@ -178,12 +198,12 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
     const dst = p.subnet.toString();
     const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
     if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
-    plan.ipLast.push(routeReplaceOnlink(dst, p.vtepIP, dev));
+    add('ipLast', routeReplaceOnlink(dst, p.vtepIP, dev));
     plan.changes.push(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`);
   }
   for (const n of actual.neigh) {
     if (!isPermanent(n) || wantNeigh.has(norm(n.dst)!)) continue;
-    plan.ipLast.push(neighDel(n.dst, dev));
+    add('ipLast', neighDel(n.dst, dev));
     plan.changes.push(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
   }
   return plan;
@@ -194,9 +214,23 @@ export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4)
   return { neigh, fdb, routes };
 }
 
-/** Applies a plan in its order: neighbours before FDB before routes, removals the other way round. */
+/**
+ * Applies a plan in its order: neighbours before FDB before routes, removals
+ * the other way round. Every batch runs even when a line of an earlier one
+ * failed (one peer the kernel refuses must not keep the others' FDB entries
+ * and routes out); the refused lines are thrown afterwards as a PlanError.
+ */
 export async function applyPlan(plan: Plan, netns?: string): Promise<void> {
-  await runBatchOrThrow('ip', plan.ipFirst, { netns });
-  await runBatchOrThrow('bridge', plan.bridge, { netns });
-  await runBatchOrThrow('ip', plan.ipLast, { netns });
+  const failures: string[] = [];
+  const failedChanges = new Set<number>();
+  for (const [program, batch] of [['ip', 'ipFirst'], ['bridge', 'bridge'], ['ip', 'ipLast']] as const) {
+    const lines = plan[batch];
+    const res = await runBatch(program, lines, { netns });
+    res.errors.forEach((msg, i) => {
+      if (msg === undefined) return;
+      failures.push(`${program} ${lines[i].join(' ')}: ${msg}`);
+      failedChanges.add(plan.owners[batch][i]);
+    });
+  }
+  if (failures.length) throw new PlanError(failures, failedChanges);
 }

@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IP, Prefix } from '../../src/net/ip';
-import { Actual, desiredPeers, planPeers } from '../../src/flannel/peers';
+import { Actual, PlanError, applyPlan, desiredPeers, planPeers } from '../../src/flannel/peers';
+import { Runner, setRunner } from '../../src/iproute/exec';
 import { FileStore } from '../../src/flannel/file-store';
 import { acquireLease, pickFree } from '../../src/flannel/acquire';
 import { parseNetworkConfig } from '../../src/flannel/netconfig';
@@ -165,6 +166,30 @@ describe('planning peers', () => {
     const plan = planPeers(desiredPeers([A, B], self, net).peers, programmed(), 'flannel.1', net);
     expect(plan.changes).toHaveLength(3);
     expect(plan.changes.every((c) => c.includes('10.88.3.0') || c.includes('0a:00:00:00:00:03'))).toBe(true);
+  });
+});
+
+describe('applying a plan', () => {
+  let prev: Runner | undefined;
+  afterEach(() => {
+    if (prev) setRunner(prev);
+  });
+  it('a line the kernel refuses does not keep the other batches from running; the refusal is reported after them', async () => {
+    const batches: { program: string; lines: string[] }[] = [];
+    prev = setRunner(async (argv, input) => {
+      const lines = (input ?? '').trim().split('\n');
+      batches.push({ program: argv[0], lines });
+      // the neighbour of 10.88.2.0 is refused (as the kernel would refuse a bad lladdr)
+      const bad = lines.findIndex((l) => l.startsWith('neigh replace 10.88.2.0 '));
+      return bad < 0 ? { stdout: '', stderr: '', code: 0 } : { stdout: '', stderr: `RTNETLINK answers: Invalid argument\nCommand failed -:${bad + 1}\n`, code: 1 };
+    });
+    const plan = planPeers(desiredPeers([A, B], self, net).peers, empty, 'flannel.1', net);
+    const err = await applyPlan(plan).then(() => undefined, (e: unknown) => e);
+    // all three batches ran: B's neighbour, both FDB entries, both routes
+    expect(batches.map((b) => [b.program, b.lines.length])).toEqual([['ip', 2], ['bridge', 2], ['ip', 2]]);
+    expect(err).toBeInstanceOf(PlanError);
+    expect((err as PlanError).message).toBe('ip neigh replace 10.88.2.0 lladdr 0a:00:00:00:00:02 dev flannel.1 nud permanent: RTNETLINK answers: Invalid argument');
+    expect([...(err as PlanError).failedChanges].map((i) => plan.changes[i])).toEqual(['neigh 10.88.2.0 → 0a:00:00:00:00:02: added']);
   });
 });
 
