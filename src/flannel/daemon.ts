@@ -97,6 +97,13 @@ export class Daemon {
   private running?: Promise<void>;
   private again = false;
   private stopped = false;
+  /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
+  private starting?: Promise<void>;
+  /** Wakes start()'s retry sleeps when stop() is called. */
+  private wake?: () => void;
+  private readonly stopSignal = new Promise<void>((resolve) => (this.wake = resolve));
+  /** The lease this daemon holds (taken or adopted) from the moment it is known: what --release-on-exit gives back. */
+  private held?: LeaseSubnets;
   private storeDown = false;
   private readonly reported = new Set<string>();
   readonly log: (msg: string) => void;
@@ -122,7 +129,7 @@ export class Daemon {
         if (reason !== lastReason) delay = 1000;
         lastReason = reason;
         this.log(`cannot ${what}: ${reason}; retrying in ${delay / 1000} s`);
-        await sleep(delay);
+        await Promise.race([sleep(delay), this.stopSignal]);
         if (this.stopped) throw new Error('stopped');
       }
     }
@@ -156,7 +163,18 @@ export class Daemon {
     });
   }
 
-  async start(): Promise<void> {
+  /** Brings the overlay up; resolves once it runs. stop() may be called at any time, also during start(). */
+  start(): Promise<void> {
+    this.starting = this.startUp();
+    return this.starting;
+  }
+
+  /** Throws when stop() was called: start() goes no further (stop() then releases what is held). */
+  private checkStopped(): void {
+    if (this.stopped) throw new Error('stopped while starting');
+  }
+
+  private async startUp(): Promise<void> {
     const o = this.opts;
     this.underlay = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
     const ul = this.underlay;
@@ -209,6 +227,7 @@ export class Daemon {
       }
     });
     this.subnets = { subnet: acquired.subnet, ipv6Subnet: acquired.ipv6Subnet };
+    this.held = this.subnets; // from now on, a stop with --release-on-exit gives it back
     // The list the lease was chosen from is the first picture of the peers: if the
     // store stops answering right now, the overlay is programmed from it, not emptied.
     this.leases = acquired.listed.leases;
@@ -225,6 +244,7 @@ export class Daemon {
       spec: { ...spec, mac: (family === 4 ? this.attrs.vtepMAC : this.attrs.v6VtepMAC)! },
     }));
     this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}${this.permanent ? ', a reservation: kept without a TTL' : ''}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
+    this.checkStopped();
 
     const created: string[] = [];
     try {
@@ -239,10 +259,13 @@ export class Daemon {
       // Nothing half-done: a lease we just took is given back, devices we just made go.
       for (const name of created) await deleteLink(name, o.netns).catch(() => {});
       clearTimeout(this.renewTimer);
+      this.held = undefined; // given back, or (reused) left as it was before this start
       if (acquired.how !== 'reused') await this.withLease(() => this.store.remove(this.subnets)).catch(() => {});
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
+    this.checkStopped();
     await this.removeStaleVteps();
+    this.checkStopped();
     // Watch from the list the lease was chosen from, before the first reconcile lists
     // again: a change made at any moment since then is reported (etcd replays it from
     // that revision; the file store compares with that list's signature), none falls
@@ -553,12 +576,17 @@ export class Daemon {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    this.wake?.();
     clearTimeout(this.timer);
     clearTimeout(this.renewTimer);
     clearTimeout(this.debounce);
+    // A start in progress stops at its next step; once it has, whether a lease is held is known
+    // (a lease taken while the signal arrived is given back, not left to expire).
+    await this.starting?.catch(() => {});
+    clearTimeout(this.renewTimer);
     this.stopWatch?.();
     await this.running?.catch(() => {});
-    if (this.opts.releaseOnExit && this.sides.length) {
+    if (this.opts.releaseOnExit && this.held) {
       try {
         await this.withLease(() => this.store.remove(this.subnets)); // after a renewal in flight, never beside it
         this.log(`released lease ${this.leaseName}`);

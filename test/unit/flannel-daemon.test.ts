@@ -43,8 +43,9 @@ class MemStore implements LeaseStore {
   beforeWatch?: () => void;
   /** Runs after each call that succeeded, with its text ("renew 10.88.1.0-24 ttl=60"). */
   after?: (call: string) => void;
-  /** How long a renewal takes (a slow etcd). */
+  /** How long a renewal, a creation takes (a slow etcd). */
   renewDelayMs = 0;
+  createDelayMs = 0;
   /** Renewals in flight right now, and the most there ever were at once. */
   private renewing = 0;
   maxConcurrentRenewals = 0;
@@ -105,6 +106,7 @@ class MemStore implements LeaseStore {
 
   async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
     this.check(`create ${leaseKey(subnets)} ttl=${ttlS}`);
+    if (this.createDelayMs) await new Promise((r) => setTimeout(r, this.createDelayMs));
     const { leases } = await this.list();
     if (this.entries.has(leaseKey(subnets)) || [subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
@@ -518,6 +520,31 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(store.calls.filter((c) => c.startsWith('renew 10.88.1.0-24')).length).toBeGreaterThanOrEqual(3);
     expect(logs.filter((l) => l.startsWith('cannot renew'))).toEqual(["cannot renew lease 10.88.1.0/24: it now holds another node's data"]);
     expect(logs.filter((l) => l.startsWith('CONFLICT'))).toHaveLength(1);
+  });
+
+  it('--release-on-exit: stopped while the lease is being taken, the lease is given back, not left to expire', async () => {
+    store.createDelayMs = 200; // SIGTERM arrives while etcd writes our new lease
+    const d = daemon({ releaseOnExit: true });
+    const started = d.start().then(() => 'running', (err: Error) => err.message);
+    await waitUntil('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')), 1000);
+    await d.stop();
+    expect(await started).toBe('stopped while starting');
+    expect([...store.entries.keys()]).toEqual([]);
+    expect(store.calls.filter((c) => c.startsWith('remove'))).toHaveLength(1);
+    expect(node.links.has('flannel.1')).toBe(false); // and start() went no further
+    expect(logs.join('\n')).toMatch(/released lease 10.88.\d+.0\/24/);
+  });
+
+  it('--release-on-exit: stopped while waiting to retry (etcd down), nothing is held and the stop is immediate', async () => {
+    store.down = true;
+    const d = daemon({ releaseOnExit: true });
+    const started = d.start().catch((err: Error) => err.message);
+    await waitUntil('the first failure', () => logs.some((l) => l.startsWith('cannot read the network config')), 1000);
+    const t0 = Date.now();
+    await d.stop();
+    expect(Date.now() - t0).toBeLessThan(500);
+    expect(await started).toBe('stopped');
+    expect(store.calls.filter((c) => c.startsWith('remove'))).toEqual([]);
   });
 
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
