@@ -9,9 +9,10 @@
 //   (src/boot/code-cache.ts) that compiles it with a V8 code cache.
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 
 const plugins = process.argv.slice(2).length ? process.argv.slice(2) : ['host-local'];
+mkdirSync('bin', { recursive: true });
 const version = JSON.stringify(process.env.npm_package_version ?? '0.1.0');
 
 const common = {
