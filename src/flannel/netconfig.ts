@@ -70,44 +70,60 @@ function bounds(raw: Record<string, unknown>, network: Prefix, subnetLen: number
   return [subnetMin, subnetMax];
 }
 
-function parseV4(raw: Record<string, unknown>): Pool {
-  if (typeof raw.Network !== 'string') throw new ConfigError('network config field "Network" is missing (an IPv4 CIDR such as 10.244.0.0/16)');
-  const network = Prefix.parse(raw.Network);
-  if (!network || network.family !== 4) throw new ConfigError(`network config field "Network" must be an IPv4 CIDR, got ${JSON.stringify(raw.Network)}`);
-  if (network.hasHostBits) throw new ConfigError(`network config field "Network" ${raw.Network} has host bits set (did you mean ${network}?)`);
-  const ones = network.length;
-  let subnetLen = intField(raw, 'SubnetLen', '', 0, 32) ?? 0;
-  if (subnetLen > 0) {
-    if (subnetLen > 30) throw new ConfigError('network config field "SubnetLen" must be at most 30 (each node needs room for a gateway and pods)');
-    if (subnetLen < ones + 2) throw new ConfigError(`network config: Network ${network} cannot hold four /${subnetLen} subnets (SubnetLen must be at least ${ones + 2})`);
-  } else {
-    if (ones > 28) throw new ConfigError(`network config: Network ${network} is too small (the smallest useful prefix is /28)`);
-    subnetLen = ones <= 22 ? 24 : ones + 2;
-  }
-  // flannel skips the first subnet (it holds the network address); the last one is used
-  const [subnetMin, subnetMax] = bounds(raw, network, subnetLen, ['SubnetMin', 'SubnetMax']);
-  return { network, subnetLen, subnetMin, subnetMax };
+/** The config fields of one family's pool, and flannel's defaults for it. */
+interface PoolFields {
+  family: 4 | 6;
+  network: string;
+  subnetLen: string;
+  bounds: [string, string];
+  /** What to write when `network` is missing. */
+  hint: string;
+  /** flannel's per-node prefix when SubnetLen is not set (and the network is large enough). */
+  defaultLen: number;
 }
 
-function parseV6(raw: Record<string, unknown>): Pool {
-  if (typeof raw.IPv6Network !== 'string') {
-    throw new ConfigError('network config field "IPv6Network" is missing (EnableIPv6 is true; an IPv6 CIDR such as fd00:10:244::/56)');
+const V4_FIELDS: PoolFields = {
+  family: 4,
+  network: 'Network',
+  subnetLen: 'SubnetLen',
+  bounds: ['SubnetMin', 'SubnetMax'],
+  hint: 'an IPv4 CIDR such as 10.244.0.0/16',
+  defaultLen: 24,
+};
+const V6_FIELDS: PoolFields = {
+  family: 6,
+  network: 'IPv6Network',
+  subnetLen: 'IPv6SubnetLen',
+  bounds: ['IPv6SubnetMin', 'IPv6SubnetMax'],
+  hint: 'EnableIPv6 is true; an IPv6 CIDR such as fd00:10:244::/56',
+  defaultLen: 64,
+};
+
+/** One family's pool: the network, the per-node prefix length and the bounds, as flannel reads them. */
+function parsePool(raw: Record<string, unknown>, f: PoolFields): Pool {
+  const text = raw[f.network];
+  if (typeof text !== 'string') throw new ConfigError(`network config field "${f.network}" is missing (${f.hint})`);
+  const network = Prefix.parse(text);
+  if (!network || network.family !== f.family) {
+    throw new ConfigError(`network config field "${f.network}" must be an IPv${f.family} CIDR, got ${JSON.stringify(text)}`);
   }
-  const network = Prefix.parse(raw.IPv6Network);
-  if (!network || network.family !== 6) throw new ConfigError(`network config field "IPv6Network" must be an IPv6 CIDR, got ${JSON.stringify(raw.IPv6Network)}`);
-  if (network.hasHostBits) throw new ConfigError(`network config field "IPv6Network" ${raw.IPv6Network} has host bits set (did you mean ${network}?)`);
+  if (network.hasHostBits) throw new ConfigError(`network config field "${f.network}" ${text} has host bits set (did you mean ${network}?)`);
+  const bits = network.address.bits;
   const ones = network.length;
-  let subnetLen = intField(raw, 'IPv6SubnetLen', '', 0, 128) ?? 0;
+  let subnetLen = intField(raw, f.subnetLen, '', 0, bits) ?? 0;
   if (subnetLen > 0) {
-    if (subnetLen > 126) throw new ConfigError('network config field "IPv6SubnetLen" must be at most 126 (each node needs room for a gateway and pods)');
+    if (subnetLen > bits - 2) {
+      throw new ConfigError(`network config field "${f.subnetLen}" must be at most ${bits - 2} (each node needs room for a gateway and pods)`);
+    }
     if (subnetLen < ones + 2) {
-      throw new ConfigError(`network config: IPv6Network ${network} cannot hold four /${subnetLen} subnets (IPv6SubnetLen must be at least ${ones + 2})`);
+      throw new ConfigError(`network config: ${f.network} ${network} cannot hold four /${subnetLen} subnets (${f.subnetLen} must be at least ${ones + 2})`);
     }
   } else {
-    if (ones > 124) throw new ConfigError(`network config: IPv6Network ${network} is too small (the smallest useful prefix is /124)`);
-    subnetLen = ones <= 62 ? 64 : ones + 2; // flannel's default: /64 per node
+    if (ones > bits - 4) throw new ConfigError(`network config: ${f.network} ${network} is too small (the smallest useful prefix is /${bits - 4})`);
+    subnetLen = ones <= f.defaultLen - 2 ? f.defaultLen : ones + 2;
   }
-  const [subnetMin, subnetMax] = bounds(raw, network, subnetLen, ['IPv6SubnetMin', 'IPv6SubnetMax']);
+  // flannel skips the first subnet (it holds the network address); the last one is used
+  const [subnetMin, subnetMax] = bounds(raw, network, subnetLen, f.bounds);
   return { network, subnetLen, subnetMin, subnetMax };
 }
 
@@ -127,8 +143,8 @@ export function parseNetworkConfig(text: string): NetworkConfig {
     throw new ConfigError('network config fields "Networks"/"IPv6Networks" (several networks) are not supported by vxlan-flannel: use "Network"/"IPv6Network"');
   }
   // As flanneld: IPv6Network without EnableIPv6 (and Network with EnableIPv4 false) is not used, nor checked.
-  const v4 = enableIPv4 ? parseV4(raw) : undefined;
-  const v6 = enableIPv6 ? parseV6(raw) : undefined;
+  const v4 = enableIPv4 ? parsePool(raw, V4_FIELDS) : undefined;
+  const v6 = enableIPv6 ? parsePool(raw, V6_FIELDS) : undefined;
 
   // No Backend is flannel's "udp" backend, and a Backend without Type is an error
   // to flanneld: a cluster configured so does not run vxlan, whatever we would guess.
