@@ -1,7 +1,7 @@
 // vxlan-flannel with the embedded lease store (a shared directory, no etcd):
 // the same topology as the etcd suite, plus lease files written by hand,
 // expiry and renewal, restarts, and what a bad config or a full pool does.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, Host, NETWORK, Pod, Topology, sleep, waitFor } from './flannel-topology';
@@ -39,6 +39,14 @@ beforeAll(async () => {
   [s1, s2] = await Promise.all([topo.waitSubnet(d1), topo.waitSubnet(d2)]);
   await topo.waitMesh([{ node: n1, subnet: s1.subnet }, { node: n2, subnet: s2.subnet }]);
 }, 60_000);
+
+// A failed test prints the daemons' recent log lines: timing failures are otherwise opaque.
+afterEach((ctx) => {
+  if (ctx.task.result?.state !== 'fail') return;
+  for (const [name, d] of [['d1', d1], ['d2', d2]] as const) {
+    process.stdout.write(`--- ${name} log (last 40 lines)\n${d?.log().split('\n').slice(-40).join('\n')}\n`);
+  }
+});
 
 afterAll(async () => {
   await topo?.cleanup();
@@ -96,10 +104,11 @@ describe('vxlan-flannel with the embedded file store', () => {
   it('an expired lease is not programmed and is deleted', async () => {
     const mac = '0a:58:0a:58:c8:08';
     const file = leaseFile('10.88.202.0/24');
-    const soon = new Date(Date.now() + 1500).toISOString();
+    // Long enough to be seen before it expires even when CI is slow (a lease seen only after expiry is never programmed).
+    const soon = new Date(Date.now() + 4000).toISOString();
     writeFileSync(file, `{"PublicIP":"192.168.88.8","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"},"Expiration":"${soon}"}`);
-    await waitFor('n1 to program the short lease', () => programmed(n1, '10.88.202.0/24', mac, '192.168.88.8'), 3000, 20);
-    await waitFor('the lease to expire and be removed everywhere', () => !existsSync(file) && gone(n1, '10.88.202.0/24', mac, '192.168.88.8') && gone(n2, '10.88.202.0/24', mac, '192.168.88.8'), 6000, 50);
+    await waitFor('n1 to program the short lease', () => programmed(n1, '10.88.202.0/24', mac, '192.168.88.8'), 3500, 20);
+    await waitFor('the lease to expire and be removed everywhere', () => !existsSync(file) && gone(n1, '10.88.202.0/24', mac, '192.168.88.8') && gone(n2, '10.88.202.0/24', mac, '192.168.88.8'), 9000, 50);
   });
 
   it('a restarted daemon keeps its subnet and VTEP MAC; traffic never needs a new ADD', async () => {
