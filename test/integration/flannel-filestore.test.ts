@@ -96,7 +96,7 @@ describe('vxlan-flannel with the embedded file store', () => {
   it('a lease file written by hand in flannel\'s JSON is programmed; its removal unprograms it', async () => {
     const mac = '0a:58:0a:58:c8:07';
     writeFileSync(leaseFile('10.88.201.0/24'), `{"PublicIP":"192.168.88.7","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`);
-    await waitFor('n1 to program the hand-written lease', () => programmed(n1, '10.88.201.0/24', mac, '192.168.88.7'), 3000, 20);
+    await waitFor('n1 to program the hand-written lease', () => programmed(n1, '10.88.201.0/24', mac, '192.168.88.7'), 5000, 20);
     unlinkSync(leaseFile('10.88.201.0/24'));
     await waitFor('n1 to drop it', () => gone(n1, '10.88.201.0/24', mac, '192.168.88.7'), 3000, 20);
   });
