@@ -271,7 +271,7 @@ export class Daemon {
     // that revision; the file store compares with that list's signature), none falls
     // between a list and the start of the watch.
     this.stopWatch = this.store.watch(
-      (why) => this.schedule(why),
+      (why) => this.watchDelivered(why),
       (err) => this.watchTrouble(err),
       acquired.listed.revision,
     );
@@ -376,9 +376,16 @@ export class Daemon {
     this.logOnce(`watch: ${err.message}`, `watch ${err.message}`);
   }
 
+  /** The watch reported a change: it works (again), so its next failure is reported too. */
+  private watchDelivered(why: string): void {
+    const troubles = [...this.reported].filter((k) => k.startsWith('watch '));
+    if (troubles.length && !this.stopped) this.log(`watch: receiving changes from ${this.store.description} again (${why})`);
+    for (const k of troubles) this.reported.delete(k);
+    this.schedule(why);
+  }
+
   private schedule(why: string): void {
     if (this.stopped) return;
-    for (const k of this.reported) if (k.startsWith('watch ')) this.reported.delete(k); // the watch works: report its next failure
     clearTimeout(this.debounce);
     this.debounce = setTimeout(() => void this.sync(why), 20);
   }

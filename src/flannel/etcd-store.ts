@@ -15,6 +15,14 @@ import { loadEtcd3 } from './etcd-client';
 const CALL_TIMEOUT_MS = 5000;
 /** First delay before a failed or cancelled watch is made again (doubling to 30 s). */
 const WATCH_RETRY_MS = 500;
+/**
+ * How long etcd3 waits before re-opening a broken watch stream: 250 ms doubling
+ * to at most 1 s. Its default grows to 30 s while etcd is away, so after an
+ * outage of a few seconds the watch came back many seconds after etcd did, and
+ * peers that joined or left meanwhile waited for the periodic reconcile.
+ */
+type Backoff = { duration: number; next(): Backoff };
+const watchStreamBackoff = (ms: number): Backoff => ({ duration: ms, next: () => watchStreamBackoff(Math.min(ms * 2, 1000)) });
 
 /** Grpc/etcd3 errors that mean "cannot reach etcd right now" become StoreUnavailable. */
 function unavailable(endpoints: string, err: unknown): Error {
@@ -54,6 +62,7 @@ export class EtcdStore implements LeaseStore {
       hosts,
       dialTimeout: timeoutMs,
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+      faultHandling: { watchBackoff: watchStreamBackoff(125) }, // etcd3 calls next() first: 250 ms
     };
     // TLS: a client certificate is presented whenever one is given, with or without
     // --etcd-cafile (without it, the server is checked against the system's CAs, or
