@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './common';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions, openStore } from '../flannel/store';
+import type { NetworkConfigOptions } from '../flannel/netconfig';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -108,22 +109,30 @@ export async function main(argv: string[]): Promise<void> {
       .description('write the network config in flannel\'s schema')
       .option('--network <cidr>', 'the IPv4 overlay, e.g. 10.244.0.0/16 (required unless --ipv6-only)')
       .option('--subnet-len <n>', 'prefix length of each node\'s subnet (default 24, or smaller networks split in four)', intArg('--subnet-len', 1, 30))
+      .option('--subnet-min <ip>', 'first subnet handed out (SubnetMin; default: the second subnet of the network)')
+      .option('--subnet-max <ip>', 'last subnet handed out (SubnetMax; default: the last subnet of the network)')
       .option('--ipv6-network <cidr>', 'the IPv6 overlay, e.g. fd00:10:244::/56 (EnableIPv6: dual stack, or IPv6 only with --ipv6-only)')
       .option('--ipv6-subnet-len <n>', 'prefix length of each node\'s IPv6 subnet (default 64)', intArg('--ipv6-subnet-len', 1, 126))
+      .option('--ipv6-subnet-min <ip>', 'first IPv6 subnet handed out (IPv6SubnetMin)')
+      .option('--ipv6-subnet-max <ip>', 'last IPv6 subnet handed out (IPv6SubnetMax)')
       .option('--ipv6-only', 'no IPv4 overlay (EnableIPv4 false)', false)
       .option('--vni <n>', 'VXLAN network identifier (default 1)', intArg('--vni', 0, 16777215))
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
       .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
-  ).action(async (o: StoreFlags & { network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; ipv6Only: boolean; vni?: number; port?: number; mtu?: number }) => {
+  ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean }) => {
     const { formatNetworkConfig } = await import('../flannel/netconfig');
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
     const text = formatNetworkConfig({
       network: o.network,
       subnetLen: o.subnetLen,
+      subnetMin: o.subnetMin,
+      subnetMax: o.subnetMax,
       ...(o.ipv6Only ? { ipv4: false } : {}),
       ipv6Network: o.ipv6Network,
       ipv6SubnetLen: o.ipv6SubnetLen,
+      ipv6SubnetMin: o.ipv6SubnetMin,
+      ipv6SubnetMax: o.ipv6SubnetMax,
       vni: o.vni,
       port: o.port,
       mtu: o.mtu,

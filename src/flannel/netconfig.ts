@@ -174,14 +174,22 @@ export interface NetworkConfigOptions {
   /** IPv4 overlay; absent with ipv4 false. */
   network?: string;
   subnetLen?: number;
+  /** The first and last subnet handed out (flannel's SubnetMin/SubnetMax): the rest of the network stays free. */
+  subnetMin?: string;
+  subnetMax?: string;
   /** false: IPv6-only (EnableIPv4 false). */
   ipv4?: boolean;
   ipv6Network?: string;
   ipv6SubnetLen?: number;
+  ipv6SubnetMin?: string;
+  ipv6SubnetMax?: string;
   vni?: number;
   port?: number;
   mtu?: number;
 }
+
+/** ipv6SubnetMin → ipv6-subnet-min: the option's flag, for messages. */
+const flag = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
 /** The config JSON `network set` writes, in flannel's field names. */
 export function formatNetworkConfig(opts: NetworkConfigOptions): string {
@@ -190,18 +198,27 @@ export function formatNetworkConfig(opts: NetworkConfigOptions): string {
   if (opts.port !== undefined) backend.Port = opts.port;
   if (opts.mtu !== undefined) backend.MTU = opts.mtu;
   const obj: Record<string, unknown> = {};
-  if (opts.ipv4 === false) obj.EnableIPv4 = false;
-  else {
+  const v6Only = ['ipv6SubnetLen', 'ipv6SubnetMin', 'ipv6SubnetMax'] as const;
+  if (opts.ipv4 === false) {
+    obj.EnableIPv4 = false;
+    const v4 = (['subnetLen', 'subnetMin', 'subnetMax'] as const).find((k) => opts[k] !== undefined);
+    if (v4) throw new ConfigError(`--${flag(v4)} is for the IPv4 overlay, which --ipv6-only turns off`);
+  } else {
     if (opts.network === undefined) throw new ConfigError('--network is required (unless the overlay is IPv6-only)');
     obj.Network = opts.network;
     if (opts.subnetLen !== undefined) obj.SubnetLen = opts.subnetLen;
+    if (opts.subnetMin !== undefined) obj.SubnetMin = opts.subnetMin;
+    if (opts.subnetMax !== undefined) obj.SubnetMax = opts.subnetMax;
   }
   if (opts.ipv6Network !== undefined) {
     obj.EnableIPv6 = true;
     obj.IPv6Network = opts.ipv6Network;
     if (opts.ipv6SubnetLen !== undefined) obj.IPv6SubnetLen = opts.ipv6SubnetLen;
-  } else if (opts.ipv6SubnetLen !== undefined) {
-    throw new ConfigError('--ipv6-subnet-len needs --ipv6-network');
+    if (opts.ipv6SubnetMin !== undefined) obj.IPv6SubnetMin = opts.ipv6SubnetMin;
+    if (opts.ipv6SubnetMax !== undefined) obj.IPv6SubnetMax = opts.ipv6SubnetMax;
+  } else {
+    const v6 = v6Only.find((k) => opts[k] !== undefined);
+    if (v6) throw new ConfigError(`--${flag(v6)} needs --ipv6-network`);
   }
   obj.Backend = backend;
   const text = JSON.stringify(obj);

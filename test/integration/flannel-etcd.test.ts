@@ -1,7 +1,7 @@
 // vxlan-flannel with real etcd: three node namespaces on an underlay bridge,
 // each running the daemon, pods attached through the CNI plugin inside the
 // node namespace, traffic across nodes over VXLAN.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, ETCD_IP, FLANNEL, Host, NETWORK, Pod, Topology, runIn, sleep, waitFor } from './flannel-topology';
@@ -20,6 +20,12 @@ const leaseOf = async (subnet: string) => {
   const r = await topo.etcdctl(['get', `${PREFIX}/subnets/${subnet.replace('/', '-')}`, '--print-value-only']);
   return r.stdout.trim() ? JSON.parse(r.stdout) : undefined;
 };
+/** The third octet of a pool subnet no lease holds now: for a hand-written lease that a node must adopt. */
+const freePoolOctet = async () => {
+  const keys = (await topo.etcdctl(['get', `${PREFIX}/subnets/`, '--prefix', '--keys-only'])).stdout;
+  for (let i = 99; i >= 1; i--) if (!keys.includes(`/subnets/10.88.${i}.0-24`)) return i;
+  throw new Error(`no free subnet left in 10.88.1.0-10.88.99.0:\n${keys}`);
+};
 const vtepMac = (node: Host) => topo.json(node.ns, 'link show dev flannel.1')[0].address as string;
 
 beforeAll(async () => {
@@ -29,7 +35,9 @@ beforeAll(async () => {
   n3 = topo.addHost('n3', 3);
   etcd = await topo.startEtcd();
   store = ['--etcd-endpoints', etcd];
-  const set = await topo.cli(topo.hosts.get('etcd')!, ['network', 'set', '--network', NETWORK, ...store]);
+  // Nodes pick random subnets from 10.88.1.0-10.88.99.0 only: the leases these tests write by hand
+  // for made-up peers (10.88.200.0 and up) can never collide with a node's own.
+  const set = await topo.cli(topo.hosts.get('etcd')!, ['network', 'set', '--network', NETWORK, '--subnet-max', '10.88.99.0', ...store]);
   expect(set.code, set.stderr).toBe(0);
   // two nodes starting at the same moment
   d1 = topo.startDaemon(n1, store);
@@ -38,6 +46,14 @@ beforeAll(async () => {
   await topo.waitMesh([{ node: n1, subnet: s1.subnet }, { node: n2, subnet: s2.subnet }]);
 }, 60_000);
 
+// A failed test prints the daemons' recent log lines: timing failures are otherwise opaque.
+afterEach((ctx) => {
+  if (ctx.task.result?.state !== 'fail') return;
+  for (const [name, d] of [['d1', d1], ['d2', d2], ['d3', d3]] as const) {
+    if (d) process.stdout.write(`--- ${name} log (last 40 lines)\n${d.log().split('\n').slice(-40).join('\n')}\n`);
+  }
+});
+
 afterAll(async () => {
   await topo?.cleanup();
 });
@@ -45,8 +61,9 @@ afterAll(async () => {
 describe('vxlan-flannel with etcd', () => {
   it('nodes starting together get distinct subnets, stored in flannel\'s schema under a 24 h etcd lease', async () => {
     expect(s1.subnet).not.toBe(s2.subnet);
+    for (const s of [s1, s2]) expect(Number(s.subnet.split('.')[2]), s.subnet).toBeLessThanOrEqual(99); // SubnetMax
     const cfg = await topo.etcdctl(['get', `${PREFIX}/config`, '--print-value-only']);
-    expect(JSON.parse(cfg.stdout)).toEqual({ Network: NETWORK, Backend: { Type: 'vxlan' } });
+    expect(JSON.parse(cfg.stdout)).toEqual({ Network: NETWORK, SubnetMax: '10.88.99.0', Backend: { Type: 'vxlan' } });
     const raw = await topo.etcdctl(['get', `${PREFIX}/subnets/${s1.subnet.replace('/', '-')}`, '-w', 'json']);
     const kv = JSON.parse(raw.stdout).kvs[0];
     expect(Buffer.from(kv.value, 'base64').toString()).toBe(
@@ -216,28 +233,30 @@ describe('vxlan-flannel with etcd', () => {
 
   it('a node whose own lease was written by flanneld ("PublicIPv6":null, its spelling) starts and keeps that subnet', async () => {
     const n5 = topo.addHost('n5', 5);
+    const i = await freePoolOctet();
     const grant = await topo.etcdctl(['lease', 'grant', '600']);
     const leaseId = /lease ([0-9a-f]+) granted/.exec(grant.stdout)![1];
     // exactly what flanneld v0.2x puts: PublicIPv6 has no omitempty
     const value = `{"PublicIP":"${n5.ip}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:7b:05"}}`;
-    const put = await topo.etcdctl(['put', `${PREFIX}/subnets/10.88.123.0-24`, value, `--lease=${leaseId}`]);
+    const put = await topo.etcdctl(['put', `${PREFIX}/subnets/10.88.${i}.0-24`, value, `--lease=${leaseId}`]);
     expect(put.code, put.stderr).toBe(0);
     const d5 = topo.startDaemon(n5, store, ['--release-on-exit']);
     try {
       const s5 = await topo.waitSubnet(d5);
-      expect(s5.subnet, d5.log()).toBe('10.88.123.0/24');
-      expect(d5.log()).toMatch(/lease 10.88.123.0\/24 \(reused\)/);
+      expect(s5.subnet, d5.log()).toBe(`10.88.${i}.0/24`);
+      expect(d5.log()).toContain(`lease 10.88.${i}.0/24 (reused)`);
       expect(vtepMac(n5)).toBe('0a:58:0a:58:7b:05'); // the MAC the lease advertised: no peer needs a change
-      expect(await leaseOf('10.88.123.0/24')).toEqual({ PublicIP: n5.ip, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: '0a:58:0a:58:7b:05' } });
+      expect(await leaseOf(`10.88.${i}.0/24`)).toEqual({ PublicIP: n5.ip, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: '0a:58:0a:58:7b:05' } });
     } finally {
       expect(await topo.stopDaemon(d5)).toBe(0);
     }
-    expect(await leaseOf('10.88.123.0/24')).toBeUndefined();
+    expect(await leaseOf(`10.88.${i}.0/24`)).toBeUndefined();
   });
 
   it('a node with a flannel reservation (a key without an etcd lease) adopts it and it stays a reservation', async () => {
     const n6 = topo.addHost('n6', 6);
-    const key = `${PREFIX}/subnets/10.88.124.0-24`;
+    const i = await freePoolOctet();
+    const key = `${PREFIX}/subnets/10.88.${i}.0-24`;
     const put = await topo.etcdctl(['put', key, `{"PublicIP":"${n6.ip}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:58:0a:58:7c:06"}}`]);
     expect(put.code, put.stderr).toBe(0);
     const etcdLease = async () => {
@@ -248,9 +267,9 @@ describe('vxlan-flannel with etcd', () => {
     // a short TTL: a lease would be renewed (re-attached to a new etcd lease) every few seconds
     const d6 = topo.startDaemon(n6, store, ['--lease-ttl', '10']);
     try {
-      expect((await topo.waitSubnet(d6)).subnet, d6.log()).toBe('10.88.124.0/24');
+      expect((await topo.waitSubnet(d6)).subnet, d6.log()).toBe(`10.88.${i}.0/24`);
       expect(await etcdLease()).toBe('0');
-      expect(d6.log()).toMatch(/lease 10.88.124.0\/24 \(reused, a reservation: kept without a TTL\)/);
+      expect(d6.log()).toContain(`lease 10.88.${i}.0/24 (reused, a reservation: kept without a TTL)`);
       await sleep(3000); // several reconciles, past the renewal time of a 10 s lease
       expect(await etcdLease()).toBe('0');
       expect(d6.log()).not.toMatch(/renewed lease/);
@@ -329,8 +348,14 @@ describe('vxlan-flannel with etcd', () => {
     expect(await topo.ping(p3, p1.ip)).toBe(true);
     const st = topo.peerState(n1.ns, s2.subnet, vtepMac(n2), n2.ip);
     expect(st.neigh && st.fdb && st.route).toBe(true);
+    const before = [d1, d2, d3].map((d) => d.log().length);
     await topo.startEtcd();
-    await waitFor('d1 to reach etcd again', () => /reachable again/.test(d1.log()), 20_000, 200);
+    await waitFor('d1 to reach etcd again', () => /reachable again/.test(d1.log().slice(before[0])), 10_000, 100);
+    // every daemon's watch (all were cut off) comes back soon after etcd answers: etcd3's own
+    // stream backoff would have grown to 30 s; the host's circuit breaker half-opens after 5 s
+    for (const [i, d] of [d1, d2, d3].entries()) {
+      await waitFor(`d${i + 1}'s watch to deliver again`, () => /watch: receiving changes from .* again/.test(d.log().slice(before[i])), 8000, 100);
+    }
     expect(await topo.ping(p1, p2.ip)).toBe(true);
   });
 

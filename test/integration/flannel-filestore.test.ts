@@ -32,7 +32,9 @@ beforeAll(async () => {
   n1 = topo.addHost('n1', 1);
   n2 = topo.addHost('n2', 2);
   n3 = topo.addHost('n3', 3);
-  const set = await topo.cli(n1, ['network', 'set', '--network', NETWORK, '--subnet-len', '24', ...store]);
+  // Nodes pick random subnets from 10.88.1.0-10.88.99.0 only: the leases these tests write by hand
+  // for made-up peers (10.88.200.0 and up) can never collide with a node's own.
+  const set = await topo.cli(n1, ['network', 'set', '--network', NETWORK, '--subnet-len', '24', '--subnet-max', '10.88.99.0', ...store]);
   expect(set.code, set.stderr).toBe(0);
   d1 = topo.startDaemon(n1, store, ['--lease-ttl', '10']);
   d2 = topo.startDaemon(n2, store);

@@ -54,9 +54,13 @@ beforeAll(async () => {
   // IPv6 forwarding left off: the daemon must turn it on
   n1 = topo.addHost('n1', 1, 1500, { ipv6Forwarding: false });
   n2 = topo.addHost('n2', 2, 1500, { ipv6Forwarding: false });
-  const set = await topo.cli(n1, ['network', 'set', '--network', NET4, '--ipv6-network', NET6, ...store]);
+  // Nodes pick random subnets below 10.86.100.0 and fd86:0:0:64::: the leases written by hand
+  // for made-up peers (10.86.200.0, fd86:0:0:c8::) can never collide with a node's own.
+  const set = await topo.cli(n1, ['network', 'set', '--network', NET4, '--subnet-max', '10.86.99.0', '--ipv6-network', NET6, '--ipv6-subnet-max', 'fd86:0:0:63::', ...store]);
   expect(set.code, set.stderr).toBe(0);
-  expect(set.stdout.trim()).toBe(`{"Network":"${NET4}","EnableIPv6":true,"IPv6Network":"${NET6}","Backend":{"Type":"vxlan"}}`);
+  expect(set.stdout.trim()).toBe(
+    `{"Network":"${NET4}","SubnetMax":"10.86.99.0","EnableIPv6":true,"IPv6Network":"${NET6}","IPv6SubnetMax":"fd86:0:0:63::","Backend":{"Type":"vxlan"}}`,
+  );
   d1 = topo.startDaemon(n1, store); // PublicIPv6 from --iface eth0
   d2 = topo.startDaemon(n2, store, ['--public-ipv6', n2.ip6]);
   [s1, s2] = await Promise.all([topo.waitSubnet(d1), topo.waitSubnet(d2)]);

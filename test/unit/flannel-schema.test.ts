@@ -82,6 +82,18 @@ describe('network config (flannel\'s defaults and checks)', () => {
     );
     expect(() => formatNetworkConfig({ network: '10.88.0.0/16', subnetLen: 16 })).toThrow(/four/);
   });
+  it('network set writes SubnetMin/SubnetMax (and the IPv6 pair), checked as the daemon checks them', () => {
+    const text = formatNetworkConfig({ network: '10.88.0.0/16', subnetMin: '10.88.1.0', subnetMax: '10.88.99.0' });
+    expect(text).toBe('{"Network":"10.88.0.0/16","SubnetMin":"10.88.1.0","SubnetMax":"10.88.99.0","Backend":{"Type":"vxlan"}}');
+    expect(poolSize(parseNetworkConfig(text).v4!)).toBe(99n);
+    const dual = formatNetworkConfig({ network: '10.88.0.0/16', ipv6Network: 'fd88::/48', ipv6SubnetMin: 'fd88:0:0:10::', ipv6SubnetMax: 'fd88:0:0:1f::' });
+    expect(JSON.parse(dual)).toMatchObject({ IPv6SubnetMin: 'fd88:0:0:10::', IPv6SubnetMax: 'fd88:0:0:1f::' });
+    expect(poolSize(parseNetworkConfig(dual).v6!)).toBe(16n);
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', subnetMin: '10.88.50.0', subnetMax: '10.88.9.0' })).toThrow(/SubnetMin 10.88.50.0 is above SubnetMax/);
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', subnetMax: '10.89.0.0' })).toThrow(/SubnetMax/);
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', ipv6SubnetMax: 'fd88::' })).toThrow('--ipv6-subnet-max needs --ipv6-network');
+    expect(() => formatNetworkConfig({ ipv4: false, ipv6Network: 'fd88::/48', subnetMin: '10.88.1.0' })).toThrow('--subnet-min is for the IPv4 overlay');
+  });
 });
 
 describe('lease schema', () => {
