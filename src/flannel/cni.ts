@@ -124,6 +124,11 @@ export async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
  * container alone, as flannel does, the second ADD overwrote the first one's
  * config and its DEL released the wrong address. ':' is in none of the three
  * (CNI's rules for names and container IDs, the kernel's for ifnames).
+ *
+ * ADD also writes flannel's own `<dataDir>/<containerID>` when it is free, so
+ * that flannel's plugin can take the node back and still DEL the container;
+ * for us it is a copy, never read while an attachment file of the container
+ * exists on this network.
  */
 const savedName = (network: string, containerId: string, ifname: string) => `${network}:${containerId}:${ifname}`;
 
@@ -133,18 +138,37 @@ function parseSavedName(name: string): { network: string; containerId: string; i
 }
 
 const savedPath = (fc: Pick<FlannelConf, 'dataDir'>, req: Request) => join(fc.dataDir, savedName(req.conf.name, req.inv.containerId, req.inv.ifname));
+const flannelPath = (fc: Pick<FlannelConf, 'dataDir'>, req: Request) => join(fc.dataDir, req.inv.containerId);
+
+/** The attachment files of this container on this network (any ifname). */
+function attachmentFiles(fc: Pick<FlannelConf, 'dataDir'>, req: Request): string[] {
+  const prefix = savedName(req.conf.name, req.inv.containerId, '');
+  try {
+    return fs.readdirSync(fc.dataDir).filter((n) => n.startsWith(prefix)).map((n) => join(fc.dataDir, n));
+  } catch {
+    return [];
+  }
+}
+
+interface Saved {
+  conf: Json;
+  text: string;
+  file: string;
+}
 
 /**
  * The saved config of this attachment, and its file. Falls back to
- * `<dataDir>/<containerID>`, what flannel's plugin (and this one before)
- * wrote, if it belongs to this network: a container added before the upgrade
- * can still be deleted.
+ * `<dataDir>/<containerID>` when no attachment file of the container exists
+ * on this network and it names this network: a container that flannel's
+ * plugin added can still be deleted.
  */
-function loadSaved(fc: Pick<FlannelConf, 'dataDir'>, req: Request): { conf: Json; file: string } | undefined {
+function loadSaved(fc: Pick<FlannelConf, 'dataDir'>, req: Request): Saved | undefined {
   const file = savedPath(fc, req);
   const text = readIfExists(file);
-  if (text !== undefined) return { conf: decodeJson(text, `saved delegate config ${file}`), file };
-  const legacy = join(fc.dataDir, req.inv.containerId);
+  if (text !== undefined) return { conf: decodeJson(text, `saved delegate config ${file}`), text, file };
+  // the copy of another ifname's config: replaying it would DEL with the wrong config, removing it would lose that copy
+  if (attachmentFiles(fc, req).length > 0) return undefined;
+  const legacy = flannelPath(fc, req);
   const old = readIfExists(legacy);
   if (old === undefined) return undefined;
   let conf: Json;
@@ -154,7 +178,21 @@ function loadSaved(fc: Pick<FlannelConf, 'dataDir'>, req: Request): { conf: Json
     return undefined; // not a config we can replay, so not ours to judge
   }
   // another network's (the same container on two networks): not ours to replay or remove
-  return conf.name === req.conf.name ? { conf, file: legacy } : undefined;
+  return conf.name === req.conf.name ? { conf, text: old, file: legacy } : undefined;
+}
+
+/** flannel's `<dataDir>/<containerID>`, written once: the first attachment's config, until it is deleted. */
+function writeFlannelCopy(fc: Pick<FlannelConf, 'dataDir'>, req: Request, text: string): void {
+  const file = flannelPath(fc, req);
+  if (readIfExists(file) === undefined) writeFileAtomic(file, text, { mode: 0o600, durable: true });
+}
+
+/** After a DEL: the copy goes when it is this attachment's config and no other attachment of the container still has it. */
+function dropFlannelCopy(fc: Pick<FlannelConf, 'dataDir'>, req: Request, text: string): void {
+  const file = flannelPath(fc, req);
+  if (readIfExists(file) !== text) return;
+  if (attachmentFiles(fc, req).some((f) => readIfExists(f) === text)) return;
+  removeFile(file);
 }
 
 /** The delegate runs with our invocation (as libcni's DelegateAdd does); CNI_COMMAND is set per call. */
@@ -177,7 +215,9 @@ async function add(req: Request): Promise<Result> {
   const type = conf.type as string;
   findPlugin(type, req.inv.path, 'delegate.type'); // fail before anything is written
   ensureDir(fc.dataDir, 0o700);
-  writeFileAtomic(savedPath(fc, req), JSON.stringify(conf), { mode: 0o600, durable: true });
+  const text = JSON.stringify(conf);
+  writeFileAtomic(savedPath(fc, req), text, { mode: 0o600, durable: true });
+  writeFlannelCopy(fc, req, text);
   const result = await delegate({ command: 'ADD', type, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
   if (!result) throw new CniError(ErrorCode.Internal, `delegate "${type}" returned no result`);
   return result;
@@ -198,6 +238,7 @@ async function del(req: Request): Promise<void> {
   await delegate({ command: 'DEL', type, field: 'delegate.type', conf: saved.conf, env: delegateEnv(req), path: req.inv.path });
   // Only now: a failed DEL keeps the file, so the runtime's retry can still release the address.
   removeFile(saved.file);
+  dropFlannelCopy(fc, req, saved.text);
 }
 
 async function check(req: Request): Promise<void> {

@@ -388,7 +388,8 @@ describe('vxlan-flannel with etcd', () => {
       'cni.dev/valid-attachments': [{ containerID: p2.id, ifname: 'eth0' }],
     });
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(readdirSync(join(topo.tmp.path, 'n2', 'flannel-data'))).toEqual([`${topo.prefix}-podnet:${p2.id}:eth0`]);
+    // the attachment's file and flannel's <containerID> copy of it
+    expect(readdirSync(join(topo.tmp.path, 'n2', 'flannel-data')).sort()).toEqual([p2.id, `${topo.prefix}-podnet:${p2.id}:eth0`].sort());
     expect(readdirSync(ipamDir)).not.toContain(p4.ip);
     expect(readdirSync(ipamDir)).toContain(p2.ip);
   });
@@ -396,6 +397,7 @@ describe('vxlan-flannel with etcd', () => {
   it('DEL through the plugin removes the saved config; a second DEL is still success', async () => {
     const dataDir = join(topo.tmp.path, 'n1', 'flannel-data');
     expect(readdirSync(dataDir)).toContain(`${topo.prefix}-podnet:${p1.id}:eth0`);
+    expect(readdirSync(dataDir)).toContain(p1.id); // flannel's own file
     const r = await topo.delPod(p1);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(readdirSync(dataDir).filter((f) => f.includes(p1.id))).toEqual([]);

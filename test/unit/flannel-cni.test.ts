@@ -127,6 +127,11 @@ describe('CNI commands with a fake delegate', () => {
     expect(c.map((x) => x.command)).toEqual(['ADD']);
     expect(JSON.parse(readFileSync(saved, 'utf8'))).toEqual(c[0].conf);
     expect(c[0].id).toBe('ctr1');
+    // flannel's own file too, the same bytes, so that flannel's plugin could DEL it after a downgrade
+    const flannels = join(dataDir, 'ctr1');
+    expect(readFileSync(flannels, 'utf8')).toBe(readFileSync(saved, 'utf8'));
+    expect(statSync(flannels).mode & 0o777).toBe(0o600);
+    expect(statSync(dataDir).mode & 0o777).toBe(0o700);
   });
   it('a failed delegate ADD keeps the saved config for the runtime\'s DEL', async () => {
     writeFileSync(join(binDir, 'fail-ADD'), '');
@@ -143,7 +148,7 @@ describe('CNI commands with a fake delegate', () => {
     const del = calls()[1];
     expect(del.command).toBe('DEL');
     expect(del.conf.ipam.ranges).toEqual([[{ subnet: '10.88.5.0/24' }]]);
-    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(false);
+    expect(readdirSync(dataDir)).toEqual([]); // flannel's <containerID> copy went too
   });
   it('a failed delegate DEL keeps the saved config (the retry can still release the IP)', async () => {
     await run('ADD', baseConf());
@@ -151,9 +156,10 @@ describe('CNI commands with a fake delegate', () => {
     const out = await run('DEL', baseConf());
     expect(out.exitCode).toBe(1);
     expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(true);
+    expect(readdirSync(dataDir).sort()).toEqual(['ctr1', 'podnet:ctr1:eth0']);
     rmSync(join(binDir, 'fail-DEL'));
     expect((await run('DEL', baseConf())).exitCode).toBe(0);
-    expect(existsSync(join(dataDir, 'podnet:ctr1:eth0'))).toBe(false);
+    expect(readdirSync(dataDir)).toEqual([]);
   });
   it('DEL still works when the config went bad after ADD (only dataDir matters)', async () => {
     await run('ADD', baseConf());
@@ -167,15 +173,32 @@ describe('CNI commands with a fake delegate', () => {
     expect((await run('ADD', a, 'ctr1', 'eth0')).exitCode).toBe(0);
     expect((await run('ADD', b, 'ctr1', 'net1')).exitCode).toBe(0);
     expect((await run('ADD', a, 'ctr1', 'net2')).exitCode).toBe(0);
-    expect(readdirSync(dataDir).sort()).toEqual(['net-a:ctr1:eth0', 'net-a:ctr1:net2', 'net-b:ctr1:net1']);
+    // flannel's <containerID> holds the first attachment's config (net-a), as flannel would have left it
+    expect(readdirSync(dataDir).sort()).toEqual(['ctr1', 'net-a:ctr1:eth0', 'net-a:ctr1:net2', 'net-b:ctr1:net1']);
+    expect(JSON.parse(readFileSync(join(dataDir, 'ctr1'), 'utf8')).name).toBe('net-a');
     expect((await run('DEL', a, 'ctr1', 'eth0')).exitCode).toBe(0);
     expect((await run('DEL', b, 'ctr1', 'net1')).exitCode).toBe(0);
+    // repeated: nothing left for net1, and net-a's copy in <containerID> is not replayed for it
+    expect((await run('DEL', b, 'ctr1', 'net1')).exitCode).toBe(0);
+    expect((await run('DEL', a, 'ctr1', 'eth0')).exitCode).toBe(0);
     const dels = calls().filter((c) => c.command === 'DEL');
     expect(dels.map((d) => [d.conf.name, d.ifname])).toEqual([['net-a', 'eth0'], ['net-b', 'net1']]);
-    expect(readdirSync(dataDir)).toEqual(['net-a:ctr1:net2']);
+    // the copy stays while net2, an attachment with the same config, is there
+    expect(readdirSync(dataDir).sort()).toEqual(['ctr1', 'net-a:ctr1:net2']);
     // CHECK finds the attachment by network and ifname too
     expect((await run('CHECK', { ...a, prevResult: { cniVersion: '1.0.0' } }, 'ctr1', 'net2')).exitCode).toBe(0);
     expect((await run('CHECK', { ...b, prevResult: { cniVersion: '1.0.0' } }, 'ctr1', 'net2')).json.code).toBe(3);
+    expect((await run('DEL', a, 'ctr1', 'net2')).exitCode).toBe(0);
+    expect(readdirSync(dataDir)).toEqual([]);
+  });
+  it('flannel\'s <dataDir>/<containerID> of another network is left alone: neither overwritten by ADD nor removed by DEL', async () => {
+    mkdirSync(dataDir, { recursive: true });
+    const theirs = JSON.stringify({ cniVersion: '1.0.0', name: 'othernet', type: 'bridge' });
+    writeFileSync(join(dataDir, 'ctr1'), theirs);
+    expect((await run('ADD', baseConf())).exitCode).toBe(0);
+    expect((await run('DEL', baseConf())).exitCode).toBe(0);
+    expect(readdirSync(dataDir)).toEqual(['ctr1']);
+    expect(readFileSync(join(dataDir, 'ctr1'), 'utf8')).toBe(theirs);
   });
   it('DEL replays flannel\'s <dataDir>/<containerID> of its own network (added before the upgrade), never another network\'s', async () => {
     mkdirSync(dataDir, { recursive: true });
@@ -264,7 +287,8 @@ describe('CNI commands with a fake delegate', () => {
     const valid = [{ containerID: 'keep', ifname: 'eth0' }, { containerID: 'legacy-keep', ifname: 'eth0' }];
     const out = await run('GC', { ...baseConf(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid });
     expect(out.exitCode).toBe(0);
-    expect(readdirSync(dataDir).sort()).toEqual(['legacy-foreign', 'legacy-keep', 'othernet:foreign:eth0', 'podnet:keep:eth0']);
+    // 'keep' and 'foreign' are the <containerID> copies of flannel's format that ADD wrote
+    expect(readdirSync(dataDir).sort()).toEqual(['foreign', 'keep', 'legacy-foreign', 'legacy-keep', 'othernet:foreign:eth0', 'podnet:keep:eth0']);
     const gc = calls().at(-1)!;
     expect(gc.command).toBe('GC');
     expect(gc.conf['cni.dev/valid-attachments']).toEqual(valid);
