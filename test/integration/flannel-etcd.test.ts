@@ -1,10 +1,10 @@
 // vxlan-flannel with real etcd: three node namespaces on an underlay bridge,
 // each running the daemon, pods attached through the CNI plugin inside the
 // node namespace, traffic across nodes over VXLAN.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, ETCD_IP, FLANNEL, Host, NETWORK, Pod, Topology, runIn, sleep, waitFor } from './flannel-topology';
+import { DaemonHandle, ETCD_IP, FLANNEL, Host, NETWORK, Pod, Topology, runIn, sleep, waitFor, printDaemonLogsOnFailure } from './flannel-topology';
 import { sh } from './helpers';
 
 const PREFIX = '/coreos.com/network';
@@ -46,13 +46,7 @@ beforeAll(async () => {
   await topo.waitMesh([{ node: n1, subnet: s1.subnet }, { node: n2, subnet: s2.subnet }]);
 }, 60_000);
 
-// A failed test prints the daemons' recent log lines: timing failures are otherwise opaque.
-afterEach((ctx) => {
-  if (ctx.task.result?.state !== 'fail') return;
-  for (const [name, d] of [['d1', d1], ['d2', d2], ['d3', d3]] as const) {
-    if (d) process.stdout.write(`--- ${name} log (last 40 lines)\n${d.log().split('\n').slice(-40).join('\n')}\n`);
-  }
-});
+printDaemonLogsOnFailure(() => ({ d1, d2, d3 }));
 
 afterAll(async () => {
   await topo?.cleanup();

@@ -1,10 +1,10 @@
 // vxlan-flannel with the embedded lease store (a shared directory, no etcd):
 // the same topology as the etcd suite, plus lease files written by hand,
 // expiry and renewal, restarts, and what a bad config or a full pool does.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, Host, NETWORK, Pod, Topology, sleep, waitFor } from './flannel-topology';
+import { DaemonHandle, Host, NETWORK, Pod, Topology, sleep, waitFor, printDaemonLogsOnFailure } from './flannel-topology';
 
 let topo: Topology;
 let leaseDir: string;
@@ -42,13 +42,7 @@ beforeAll(async () => {
   await topo.waitMesh([{ node: n1, subnet: s1.subnet }, { node: n2, subnet: s2.subnet }]);
 }, 60_000);
 
-// A failed test prints the daemons' recent log lines: timing failures are otherwise opaque.
-afterEach((ctx) => {
-  if (ctx.task.result?.state !== 'fail') return;
-  for (const [name, d] of [['d1', d1], ['d2', d2]] as const) {
-    process.stdout.write(`--- ${name} log (last 40 lines)\n${d?.log().split('\n').slice(-40).join('\n')}\n`);
-  }
-});
+printDaemonLogsOnFailure(() => ({ d1, d2 }));
 
 afterAll(async () => {
   await topo?.cleanup();

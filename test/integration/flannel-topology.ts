@@ -5,6 +5,7 @@
 // CNI plugin run inside the node namespace, as a runtime on that node would.
 // Nothing touches the machine's own interfaces; cleanup() removes every
 // namespace, process and temp dir, also after a failure.
+import { afterEach } from 'vitest';
 import { ChildProcess, spawn, execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -41,6 +42,19 @@ export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeout
     if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
     await sleep(everyMs);
   }
+}
+
+/**
+ * Makes a failed test print the daemons' recent log lines (timing failures are
+ * otherwise opaque). `daemons` is read when a test fails: the handles assigned by then.
+ */
+export function printDaemonLogsOnFailure(daemons: () => Record<string, DaemonHandle | undefined>): void {
+  afterEach((ctx) => {
+    if (ctx.task.result?.state !== 'fail') return;
+    for (const [name, d] of Object.entries(daemons())) {
+      if (d) process.stdout.write(`--- ${name} log (last 40 lines)\n${d.log().split('\n').slice(-40).join('\n')}\n`);
+    }
+  });
 }
 
 export interface Host {
