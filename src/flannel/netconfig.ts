@@ -198,7 +198,6 @@ export function formatNetworkConfig(opts: NetworkConfigOptions): string {
   if (opts.port !== undefined) backend.Port = opts.port;
   if (opts.mtu !== undefined) backend.MTU = opts.mtu;
   const obj: Record<string, unknown> = {};
-  const v6Only = ['ipv6SubnetLen', 'ipv6SubnetMin', 'ipv6SubnetMax'] as const;
   if (opts.ipv4 === false) {
     obj.EnableIPv4 = false;
     const v4 = (['subnetLen', 'subnetMin', 'subnetMax'] as const).find((k) => opts[k] !== undefined);
@@ -217,7 +216,7 @@ export function formatNetworkConfig(opts: NetworkConfigOptions): string {
     if (opts.ipv6SubnetMin !== undefined) obj.IPv6SubnetMin = opts.ipv6SubnetMin;
     if (opts.ipv6SubnetMax !== undefined) obj.IPv6SubnetMax = opts.ipv6SubnetMax;
   } else {
-    const v6 = v6Only.find((k) => opts[k] !== undefined);
+    const v6 = (['ipv6SubnetLen', 'ipv6SubnetMin', 'ipv6SubnetMax'] as const).find((k) => opts[k] !== undefined);
     if (v6) throw new ConfigError(`--${flag(v6)} needs --ipv6-network`);
   }
   obj.Backend = backend;
