@@ -75,6 +75,8 @@ const script = new Script(`(function (exports, require, module, __filename, __di
 });
 if (dir && (!cached || script.cachedDataRejected)) {
   // At exit the cache also holds every function this run compiled on the way.
-  process.once('exit', () => write(dir, name, script.createCachedData()));
+  // Only a call that succeeded writes it: one that failed early would leave out
+  // the functions of the normal path, and every later call would compile them.
+  process.once('exit', (code) => code === 0 && write(dir, name, script.createCachedData()));
 }
 script.runInThisContext()(exports, require, module, __filename, __dirname);

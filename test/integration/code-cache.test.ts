@@ -44,6 +44,14 @@ describe('V8 code cache', () => {
     expect(cacheFiles()).toEqual([file, file.replace('-ADD.v8', '-DEL.v8')]);
   });
 
+  it('a call that failed writes none (its cache would lack the normal path); the next call that succeeds does', async () => {
+    const bad = await runPlugin(OURS, env('ADD', 'a'), { ...conf(), ipam: { type: 'host-local', ranges: [[{ subnet: '10.76.0.0/33' }]] } });
+    expect(bad.json.code).toBe(7);
+    expect(cacheFiles()).toEqual([]);
+    expect((await runPlugin(OURS, env('ADD', 'a'), conf())).code).toBe(0);
+    expect(cacheFiles()).toHaveLength(1);
+  });
+
   it('a corrupt cache is rejected by V8, the call still works, and the cache is rebuilt', async () => {
     await runPlugin(OURS, env('ADD', 'a'), conf());
     const file = join(cacheDir, cacheFiles()[0]);
