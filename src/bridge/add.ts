@@ -16,7 +16,10 @@ import { CniError, ErrorCode } from '../cni/errors';
 import type { Interface, Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { runBatch, isExists, isBatchSafe, type Line, type BatchResult } from '../iproute/batch';
-import { bridgeAdd, bridgeSet, bridgePortSet, firstLink, linkDel, linkKind, linkSet, randomMac, showDev, vethAdd, ifnameProblem, type IpLink } from '../iproute/link';
+import { bridgeAdd, bridgeSet, bridgePortSet, firstLink, linkDel, linkKind, linkSet, showDev, vethAdd, type IpLink } from '../iproute/link';
+import { randomMac } from '../net/mac';
+import { linkNameProblem } from '../net/ifname';
+import { settleAll } from '../util/settle';
 import { addrAdd, addrDel, addrReplace, type AddrInfo } from '../iproute/addr';
 import { routeAppend } from '../iproute/route';
 import { setSysctlsIn, trySysctl, ensureSysctl } from '../iproute/sysctl';
@@ -83,7 +86,7 @@ export async function add(req: Request): Promise<Result> {
     // The rest touches separate things and runs side by side.
     const tags = attachmentTags(cfg.network, containerId, ifname);
     const tasks: Promise<unknown>[] = [];
-    let settled: PromiseSettledResult<unknown>[] = [];
+    let settled: Promise<unknown[]> | undefined;
     try {
       tasks.push(configureContainer(cfg, plan, netns, ifname));
       if (cfg.vlan > 0 || cfg.vlanTrunk.length > 0) tasks.push(setupVlans(cfg, host, hostVeth));
@@ -116,12 +119,11 @@ export async function add(req: Request): Promise<Result> {
     } finally {
       // Even when a step above threw: the rollback must not start while tasks
       // still run (they would change things after it, or register their undo too late).
-      settled = await Promise.allSettled(tasks);
+      settled = settleAll(tasks);
+      await settled.catch(() => {});
     }
+    const [contLink] = (await settled) as [IpLink];
     mark('done');
-    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
-    const contLink = (settled[0] as PromiseFulfilledResult<IpLink>).value;
 
     const interfaces: Interface[] = [
       { name: cfg.bridge, mac: host.bridge.address },
@@ -170,7 +172,7 @@ export async function add(req: Request): Promise<Result> {
 }
 
 function checkInvocation(ifname: string, netns: string): void {
-  const problem = ifnameProblem(ifname);
+  const problem = linkNameProblem(ifname);
   if (problem) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_IFNAME ${JSON.stringify(ifname)} is invalid: ${problem}`);
   if (!isBatchSafe([netns])) {
     throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS ${JSON.stringify(netns)} contains whitespace, a quote, a backslash or '#', which ip -batch cannot carry`);

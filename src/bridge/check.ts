@@ -7,7 +7,8 @@ import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { parseResult, type Interface, type Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { runBatch } from '../iproute/batch';
-import { firstLink, isPromisc, linkKind, showDev, ifnameProblem, type IpLink } from '../iproute/link';
+import { firstLink, isPromisc, linkKind, showDev, type IpLink } from '../iproute/link';
+import { linkNameProblem } from '../net/ifname';
 import { MAIN_TABLE, routeDstCidr, routeShowAll, routeTableId, type IpRoute } from '../iproute/route';
 import { IP, Prefix } from '../net/ip';
 import { parseBridgeConfig, type BridgeConfig } from './config';
@@ -20,7 +21,7 @@ const drift = (msg: string) => new CniError(ErrorCode.Internal, msg);
 export async function check(req: Request): Promise<void> {
   const cfg = parseBridgeConfig(req.conf, req.inv.args, 'CHECK');
   const { containerId, ifname, netns } = req.inv;
-  const problem = ifnameProblem(ifname);
+  const problem = linkNameProblem(ifname);
   if (problem) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_IFNAME ${JSON.stringify(ifname)} is invalid: ${problem}`);
   if (req.conf.prevResult === undefined || req.conf.prevResult === null) throw invalidConfig('CHECK needs the field "prevResult"');
   const prev = parseResult(req.conf.prevResult);

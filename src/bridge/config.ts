@@ -9,7 +9,8 @@ import type { CniArgs } from '../cni/args';
 import { atLeast } from '../cni/version';
 import type { DNS } from '../cni/result';
 import type { MasqBackend } from '../iproute/masq';
-import { ifnameProblem, isMulticastMac, normalizeMac } from '../iproute/link';
+import { linkNameProblem } from '../net/ifname';
+import { isUnicastMac, normalizeMac } from '../net/mac';
 import { vlanGatewayName } from './names';
 
 export const DEFAULT_BRIDGE = 'cni0';
@@ -118,7 +119,7 @@ export function parseBridgeConfig(conf: NetConf, args: CniArgs, phase: Phase): B
   if (cfg.disableContainerInterface && ipamType) {
     throw invalidConfig('field "disableContainerInterface" cannot be used with IPAM (field "ipam.type")');
   }
-  if (cfg.isGateway && cfg.vlan > 0 && ifnameProblem(vlanGatewayName(cfg.bridge, cfg.vlan))) {
+  if (cfg.isGateway && cfg.vlan > 0 && linkNameProblem(vlanGatewayName(cfg.bridge, cfg.vlan))) {
     throw invalidConfig(
       `field "bridge": with "vlan" and "isGateway" the gateway link is named ${JSON.stringify(vlanGatewayName(cfg.bridge, cfg.vlan))}, longer than 15 bytes`,
     );
@@ -128,7 +129,7 @@ export function parseBridgeConfig(conf: NetConf, args: CniArgs, phase: Phase): B
 
 function parseBridgeName(conf: Json): string {
   const name = optString(conf, 'bridge') || DEFAULT_BRIDGE;
-  const problem = ifnameProblem(name);
+  const problem = linkNameProblem(name);
   if (problem) throw invalidConfig(`field "bridge" ${JSON.stringify(name)} is not a valid link name: ${problem}`);
   return name;
 }
@@ -215,7 +216,7 @@ function parseDns(conf: Json): DNS | undefined {
 
 function checkMac(raw: string, field: string, code: number): string {
   const mac = normalizeMac(raw);
-  if (!mac || isMulticastMac(mac) || mac === '00:00:00:00:00:00') {
+  if (!mac || !isUnicastMac(mac)) {
     throw new CniError(code, `${field} ${JSON.stringify(raw)} is not a unicast MAC address (six hex bytes, e.g. 02:42:ac:11:00:02)`);
   }
   return mac;

@@ -8,7 +8,9 @@ import { existsSync } from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';
 import type { Request } from '../cni/skel';
 import { runBatch, isNoDevice, isBatchSafe } from '../iproute/batch';
-import { linkDel, ifnameProblem } from '../iproute/link';
+import { linkDel } from '../iproute/link';
+import { linkNameProblem } from '../net/ifname';
+import { settleAll } from '../util/settle';
 import { parseBridgeConfig } from './config';
 import { planIpam, callIpam } from './ipam';
 import { attachmentTags, hostVethName } from './names';
@@ -50,9 +52,7 @@ export async function del(req: Request): Promise<void> {
       ),
     );
   }
-  const settled = await Promise.allSettled(tasks);
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) throw failed.reason;
+  await settleAll(tasks);
 }
 
 async function removeLinks(hostVeth: string, ifname: string, netns: string): Promise<void> {
@@ -61,7 +61,7 @@ async function removeLinks(hostVeth: string, ifname: string, netns: string): Pro
   if (err === undefined) return;
   if (!isNoDevice(err)) throw new CniError(ErrorCode.Internal, `failed to delete ${hostVeth}: ${err}`);
   // (A name ADD would refuse cannot be in the container because of us.)
-  if (!netns || ifnameProblem(ifname) || !isBatchSafe([netns]) || !existsSync(netns)) return;
+  if (!netns || linkNameProblem(ifname) || !isBatchSafe([netns]) || !existsSync(netns)) return;
   let inside;
   try {
     inside = await runBatch('ip', [linkDel(ifname)], { netns });

@@ -10,6 +10,7 @@ import { parseBridgeConfig } from './config';
 import { planIpam, callIpam, ipamSpeaks11, type IpamPlan } from './ipam';
 import { attachmentTags, netTag } from './names';
 import { kernelError } from './common';
+import { settleAll } from '../util/settle';
 
 export async function gc(req: Request): Promise<void> {
   const cfg = parseBridgeConfig(req.conf, req.inv.args, 'GC');
@@ -41,9 +42,7 @@ export async function gc(req: Request): Promise<void> {
       }),
     );
   }
-  const settled = await Promise.allSettled(cleanups);
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) throw failed.reason;
+  await settleAll(cleanups);
   if (ipam) await callIpam(ipam, 'GC', req);
 }
 

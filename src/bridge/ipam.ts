@@ -7,7 +7,7 @@
 // (~80 ms) is saved. CNI_TS_IPAM_EXEC=1 forces the exec path.
 import { closeSync, openSync, readSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { execPlugin, findPlugin, readPluginOutput, type ExecResult } from '../cni/delegate';
+import { delegateEnv, execPlugin, findPlugin, readPluginOutput, type ExecResult } from '../cni/delegate';
 import type { Result } from '../cni/result';
 import type { Command } from '../cni/env';
 import type { Request } from '../cni/skel';
@@ -46,22 +46,8 @@ function isOurBundle(file: string): boolean {
   }
 }
 
-/** The delegate's environment: ours, with the invocation's CNI_* values (as the runtime gave them) and the command. */
-function delegateEnv(command: Command, req: Request): NodeJS.ProcessEnv {
-  const { inv } = req;
-  return {
-    ...process.env,
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: inv.containerId,
-    CNI_NETNS: inv.netns,
-    CNI_IFNAME: inv.ifname,
-    CNI_ARGS: inv.rawArgs,
-    CNI_PATH: inv.path.join(':'),
-  };
-}
-
 async function run(plan: IpamPlan, command: Command, req: Request): Promise<ExecResult> {
-  const env = delegateEnv(command, req);
+  const env = delegateEnv(req.inv, command);
   if (!plan.inProcess) return execPlugin(plan.file, env, req.stdin);
   const [{ handle }, { hostLocal }] = await Promise.all([import('../cni/skel'), import('../ipam/host-local')]);
   const out = await handle(hostLocal, env, () => req.stdin);

@@ -2,7 +2,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './common';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
-import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions, openStore } from '../flannel/store';
+import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store';
+import { openStore } from '../flannel/open-store';
 import type { NetworkConfigOptions } from '../flannel/netconfig';
 
 interface StoreFlags {

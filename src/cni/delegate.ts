@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from './errors';
-import type { Command } from './env';
+import type { Command, Invocation } from './env';
 import { Result, parseResult } from './result';
 import type { Json } from './config';
 
@@ -33,6 +33,23 @@ export function findPlugin(type: string, path: readonly string[], field = 'type'
     ErrorCode.InvalidNetworkConfig,
     `plugin "${type}" (field "${field}") not found in CNI_PATH ${path.join(':')}`,
   );
+}
+
+/**
+ * A delegate's environment: ours, with the invocation's CNI_* values exactly
+ * as the runtime gave them (libcni's DelegateAdd does the same), and
+ * `command` when given (delegate() sets it per call).
+ */
+export function delegateEnv(inv: Invocation, command?: Command): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    ...(command ? { CNI_COMMAND: command } : {}),
+    CNI_CONTAINERID: inv.containerId,
+    CNI_NETNS: inv.netns,
+    CNI_IFNAME: inv.ifname,
+    CNI_ARGS: inv.rawArgs,
+    CNI_PATH: inv.path.join(':'),
+  };
 }
 
 export interface ExecResult {

@@ -1,6 +1,7 @@
 // The invocation: CNI_* environment variables, checked the way the spec says.
 import { CniError, ErrorCode } from './errors';
 import { CniArgs, parseCniArgs } from './args';
+import { ifnameProblem } from '../net/ifname';
 
 export const COMMANDS = ['ADD', 'DEL', 'CHECK', 'VERSION', 'GC', 'STATUS'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -47,12 +48,8 @@ export function validateContainerId(id: string): void {
 
 /** Interface names as the kernel accepts them (IFNAMSIZ - 1 bytes, no '/', ':' or whitespace). */
 export function validateIfname(name: string, what = 'CNI_IFNAME'): void {
-  const fail = (why: string) =>
-    new CniError(ErrorCode.InvalidEnvironment, `${what} ${JSON.stringify(name)} is invalid: ${why}`);
-  if (name === '') throw fail('it is empty');
-  if (Buffer.byteLength(name) > 15) throw fail('it is longer than 15 bytes');
-  if (name === '.' || name === '..') throw fail("it is '.' or '..'");
-  if (/[/:\s]/.test(name)) throw fail("it contains '/', ':' or whitespace");
+  const problem = ifnameProblem(name);
+  if (problem) throw new CniError(ErrorCode.InvalidEnvironment, `${what} ${JSON.stringify(name)} is invalid: ${problem}`);
 }
 
 export function readInvocation(env: NodeJS.ProcessEnv): Invocation {

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { Json, NetConf, optInt, optObject, optString, decodeJson } from '../cni/config';
-import { delegate, findPlugin } from '../cni/delegate';
+import { delegate, delegateEnv, findPlugin } from '../cni/delegate';
 import { validAttachments } from '../cni/gc';
 import type { Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
@@ -195,19 +195,6 @@ function dropFlannelCopy(fc: Pick<FlannelConf, 'dataDir'>, req: Request, text: s
   removeFile(file);
 }
 
-/** The delegate runs with our invocation (as libcni's DelegateAdd does); CNI_COMMAND is set per call. */
-function delegateEnv(req: Request): NodeJS.ProcessEnv {
-  const { inv } = req;
-  return {
-    ...process.env,
-    CNI_CONTAINERID: inv.containerId,
-    CNI_NETNS: inv.netns,
-    CNI_IFNAME: inv.ifname,
-    CNI_ARGS: inv.rawArgs,
-    CNI_PATH: inv.path.join(':'),
-  };
-}
-
 async function add(req: Request): Promise<Result> {
   const fc = loadFlannelConf(req.conf);
   const env = await waitSubnetEnv(fc);
@@ -218,7 +205,7 @@ async function add(req: Request): Promise<Result> {
   const text = JSON.stringify(conf);
   writeFileAtomic(savedPath(fc, req), text, { mode: 0o600, durable: true });
   writeFlannelCopy(fc, req, text);
-  const result = await delegate({ command: 'ADD', type, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+  const result = await delegate({ command: 'ADD', type, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
   if (!result) throw new CniError(ErrorCode.Internal, `delegate "${type}" returned no result`);
   return result;
 }
@@ -235,7 +222,7 @@ async function del(req: Request): Promise<void> {
   const saved = loadSaved(fc, req);
   if (!saved) return; // never added, or already deleted: nothing to undo
   const type = typeof saved.conf.type === 'string' ? saved.conf.type : 'bridge';
-  await delegate({ command: 'DEL', type, field: 'delegate.type', conf: saved.conf, env: delegateEnv(req), path: req.inv.path });
+  await delegate({ command: 'DEL', type, field: 'delegate.type', conf: saved.conf, env: delegateEnv(req.inv), path: req.inv.path });
   // Only now: a failed DEL keeps the file, so the runtime's retry can still release the address.
   removeFile(saved.file);
   dropFlannelCopy(fc, req, saved.text);
@@ -254,7 +241,7 @@ async function check(req: Request): Promise<void> {
   const conf: Json = { ...saved, cniVersion: req.conf.cniVersion };
   if (req.conf.prevResult !== undefined) conf.prevResult = req.conf.prevResult;
   const type = typeof saved.type === 'string' ? saved.type : 'bridge';
-  await delegate({ command: 'CHECK', type, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+  await delegate({ command: 'CHECK', type, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
   let env: SubnetEnv;
   try {
     env = readSubnetEnv(fc.subnetFile);
@@ -305,7 +292,7 @@ async function gc(req: Request): Promise<void> {
   const env = await waitSubnetEnv(fc);
   const conf = renderDelegate(req.conf, fc, env);
   for (const key of ['cni.dev/valid-attachments', 'cni.dev/attachments']) if (key in req.conf) conf[key] = req.conf[key];
-  await delegate({ command: 'GC', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+  await delegate({ command: 'GC', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
 }
 
 async function status(req: Request): Promise<void> {
@@ -322,7 +309,7 @@ async function status(req: Request): Promise<void> {
   const problem = await probeVtep(env);
   if (problem) throw new CniError(ErrorCode.PluginNotAvailable, `overlay not ready: ${problem}`);
   const conf = renderDelegate(req.conf, fc, env);
-  await delegate({ command: 'STATUS', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req), path: req.inv.path });
+  await delegate({ command: 'STATUS', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
 }
 
 export const flannelPlugin: PluginHandlers = { name: 'vxlan-flannel', knownArgs: ['IP', 'MAC'], add, del, check, gc, status };

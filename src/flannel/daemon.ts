@@ -9,15 +9,17 @@
 // IPv4 runs on flannel.<VNI> (IPv4 underlay), IPv6 on flannel-v6.<VNI> (IPv6
 // underlay), as flanneld does; a dual-stack overlay has both, an IPv6-only one
 // only the second. Everything below is done per family with the same code.
-import { randomBytes } from 'node:crypto';
 import { IP, Prefix } from '../net/ip';
+import { randomMac } from '../net/mac';
+import { Serial } from '../util/serial';
 import { readIfExists, removeFile } from '../util/fs';
 import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
 import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
 import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from './lease';
 import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig } from './netconfig';
 import { PlanError, Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
-import { LeaseStore, StoreOptions, StoreUnavailable, openStore } from './store';
+import { LeaseStore, StoreOptions, StoreUnavailable } from './store';
+import { openStore } from './open-store';
 import { printable } from './log';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { Underlay, describeUnderlay, findUnderlay } from './underlay';
@@ -46,12 +48,6 @@ export const ENCAP_OVERHEAD = { 4: 50, 6: 70 } as const;
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export function randomVtepMac(): string {
-  const b = randomBytes(6);
-  b[0] = (b[0] & 0xfe) | 0x02; // unicast, locally administered
-  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
-}
 
 /** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, half the TTL for short ones. */
 export const renewMarginS = (ttlS: number) => Math.min(3600, ttlS / 2);
@@ -92,7 +88,7 @@ export class Daemon {
   /** The next renewal of our lease: its own timer, from the TTL, whatever the reconcile interval. */
   private renewTimer?: NodeJS.Timeout;
   /** Writes of our own lease (renewal, re-creation, release), one at a time. */
-  private leaseLock: Promise<unknown> = Promise.resolve();
+  private readonly leaseWrites = new Serial();
   private debounce?: NodeJS.Timeout;
   private running?: Promise<void>;
   private again = false;
@@ -215,8 +211,8 @@ export class Daemon {
       if (cfg.v4) Object.assign(attrs, { publicIP: ul.publicIP });
       if (cfg.v6) Object.assign(attrs, { publicIPv6: ul.publicIPv6 });
       bases.forEach((b, i) => {
-        if (b.family === 4) Object.assign(attrs, { vni: cfg.vni, vtepMAC: existing[i] ?? own?.attrs.vtepMAC ?? randomVtepMac() });
-        else Object.assign(attrs, { v6Vni: cfg.vni, v6VtepMAC: existing[i] ?? own?.attrs.v6VtepMAC ?? randomVtepMac() });
+        if (b.family === 4) Object.assign(attrs, { vni: cfg.vni, vtepMAC: existing[i] ?? own?.attrs.vtepMAC ?? randomMac() });
+        else Object.assign(attrs, { v6Vni: cfg.vni, v6VtepMAC: existing[i] ?? own?.attrs.v6VtepMAC ?? randomMac() });
       });
       this.attrs = attrs;
       try {
@@ -419,9 +415,7 @@ export class Daemon {
    * key had just been moved to, deleting our live lease.
    */
   private withLease<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.leaseLock.then(fn, fn);
-    this.leaseLock = run.catch(() => {});
-    return run;
+    return this.leaseWrites.run(fn);
   }
 
   /** Our lease was just written with a fresh TTL. */

@@ -10,6 +10,7 @@ import type { Etcd3 as Etcd3Type, IOptions } from 'etcd3';
 import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from './lease';
 import { DEFAULT_PREFIX, LeaseStore, ListResult, StoreOptions, StoreUnavailable } from './store';
 import { loadEtcd3 } from './etcd-client';
+import { Serial } from '../util/serial';
 
 /** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
 const CALL_TIMEOUT_MS = 5000;
@@ -40,7 +41,7 @@ export class EtcdStore implements LeaseStore {
   /** etcd lease IDs we attached to our own keys, so a renewal can revoke the old one. */
   private readonly held = new Map<string, string>();
   /** Writes that move our keys between etcd leases run one at a time (see exclusive()). */
-  private writing: Promise<unknown> = Promise.resolve();
+  private readonly writes = new Serial();
 
   private constructor(
     private readonly client: Etcd3Type,
@@ -115,9 +116,7 @@ export class EtcdStore implements LeaseStore {
    * just moved the key to, which deletes the key.
    */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.writing.then(fn, fn);
-    this.writing = run.catch(() => {});
-    return run;
+    return this.writes.run(fn);
   }
 
   getConfig(): Promise<string | undefined> {

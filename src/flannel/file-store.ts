@@ -12,7 +12,7 @@
 // no lock (they see whole files). Watching is a short poll of the directory.
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import { withLock } from '../ipam/lock';
+import { withLock } from '../util/lock';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
 import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, sameAttrs, taken } from './lease';
 import type { LeaseStore, ListResult } from './store';

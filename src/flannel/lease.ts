@@ -48,11 +48,6 @@ export interface Lease extends LeaseSubnets {
   permanent?: boolean;
 }
 
-const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
-
-export function isMac(s: unknown): s is string {
-  return typeof s === 'string' && MAC_RE.test(s.toLowerCase());
-}
 
 /** One family's part of a key: `10.244.1.0/24` → `10.244.1.0-24`, `fd00:10:244:1::/64` → `fd00:10:244:1::-64`. */
 export function subnetKey(subnet: Prefix): string {
@@ -127,8 +122,9 @@ function backendData(raw: Record<string, unknown>, field: 'BackendData' | 'Backe
   const out: { vni?: number; mac?: string } = {};
   if (typeof data.VNI === 'number') out.vni = data.VNI;
   if (data.VtepMAC !== undefined) {
-    if (!isMac(data.VtepMAC)) throw new Error(`lease field "${field}.VtepMAC" must be a MAC address, got ${JSON.stringify(data.VtepMAC)}`);
-    out.mac = data.VtepMAC.toLowerCase();
+    const mac = typeof data.VtepMAC === 'string' && /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(data.VtepMAC) ? data.VtepMAC.toLowerCase() : undefined;
+    if (!mac) throw new Error(`lease field "${field}.VtepMAC" must be a MAC address, got ${JSON.stringify(data.VtepMAC)}`);
+    out.mac = mac;
   }
   return out;
 }
@@ -176,11 +172,4 @@ export function decodeAttrs(text: string): LeaseAttrs {
   if (v6.vni !== undefined) attrs.v6Vni = v6.vni;
   if (v6.mac !== undefined) attrs.v6VtepMAC = v6.mac;
   return attrs;
-}
-
-/** A random locally administered unicast MAC, as the kernel gives a new device. */
-export function randomMac(): string {
-  const bytes = Array.from({ length: 6 }, () => Math.floor(Math.random() * 256));
-  bytes[0] = (bytes[0] & 0xfe) | 0x02;
-  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
 }

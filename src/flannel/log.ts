@@ -6,6 +6,5 @@
 
 /** `s` with control characters (and U+2028/U+2029, line breaks to some readers) escaped as \uXXXX. */
 export function printable(s: string): string {
-  // eslint-disable-next-line no-control-regex
   return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

@@ -9,6 +9,7 @@ import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../iproute/fdb';
 import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../iproute/neigh';
 import { RouteEntry, listRoutes, routeDel, routeReplaceOnlink } from '../iproute/vxlan';
 import { Lease, describeSubnets, subnetOf } from './lease';
+import { isUnicastMac } from '../net/mac';
 
 export interface Peer {
   subnet: Prefix;
@@ -60,10 +61,6 @@ export interface Self {
   mac?: string;
 }
 
-/** A MAC a peer's VTEP can have: unicast (the group bit of the first octet clear) and not all zero. */
-export function isUnicastMac(mac: string): boolean {
-  return (parseInt(mac.slice(0, 2), 16) & 1) === 0 && !/^(00:){5}00$/.test(mac);
-}
 
 /**
  * The peers of `network`'s family a set of leases asks for; skips ours, other

@@ -1,5 +1,6 @@
 // Where leases live: etcd (flannel's schema, shared with flanneld nodes) or the
-// embedded file store. The daemon only sees this interface.
+// embedded file store. The daemon only sees this interface; open-store.ts
+// opens the one the flags ask for.
 import type { Lease, LeaseAttrs, LeaseSubnets } from './lease';
 
 export const DEFAULT_PREFIX = '/coreos.com/network';
@@ -68,14 +69,4 @@ export interface StoreOptions {
   etcdPassword?: string;
   /** The most any one etcd call may take, retries included (default 5 s); then it fails as unreachable. */
   etcdTimeoutMs?: number;
-}
-
-/** Opens the store the flags ask for; the etcd client is loaded only here. */
-export async function openStore(opts: StoreOptions): Promise<LeaseStore> {
-  if (opts.etcdEndpoints && opts.etcdEndpoints.length > 0) {
-    const { EtcdStore } = await import('./etcd-store');
-    return EtcdStore.open(opts);
-  }
-  const { FileStore } = await import('./file-store');
-  return new FileStore(opts.leaseDir ?? DEFAULT_LEASE_DIR);
 }

@@ -8,7 +8,7 @@ import type { Route } from '../cni/result';
 import { atLeast } from '../cni/version';
 import { IP, Prefix } from '../net/ip';
 import { Range, RangeSet, rangeToString, rangesOverlap } from './range';
-import { DEFAULT_LOCK_TIMEOUT_MS } from './lock';
+import { DEFAULT_LOCK_TIMEOUT_MS } from '../util/lock';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
 

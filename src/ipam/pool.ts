@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { IP } from '../net/ip';
 import { DiskStore, Owner, ownerEquals } from './disk';
 import { AttachmentIndex, StaleIndexError } from './index';
-import { withLock } from './lock';
+import { withLock } from '../util/lock';
 import { ensureDir } from '../util/fs';
 
 /** Our own per-network state sits under a name no network can have (names never start with '.'). */

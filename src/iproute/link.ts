@@ -29,42 +29,6 @@ export interface IpLink {
   addr_info?: AddrInfo[];
 }
 
-/**
- * Kernel limits for a link name (IFNAMSIZ - 1 bytes; no '/', ':' or whitespace;
- * not '.' or '..'), and no '%': the kernel takes "name%d" as a template and
- * creates name0, name1... instead (any other '%' it refuses).
- */
-export function ifnameProblem(name: string): string | undefined {
-  if (name === '') return 'it is empty';
-  if (Buffer.byteLength(name) > 15) return 'it is longer than 15 bytes';
-  if (name === '.' || name === '..') return "it is '.' or '..'";
-  if (/[/:\s]/.test(name)) return "it contains '/', ':' or whitespace";
-  if (name.includes('%')) return "it contains '%', which the kernel takes as a name template (name%d makes name0, name1...)";
-  if (/["'\\#]/.test(name)) return 'it contains a quote, backslash or #, which ip -batch cannot carry';
-  return undefined;
-}
-
-/** A 48-bit unicast Ethernet address, lower-cased, or undefined. */
-export function normalizeMac(mac: string): string | undefined {
-  const m = /^([0-9a-f]{2})([:-])([0-9a-f]{2})\2([0-9a-f]{2})\2([0-9a-f]{2})\2([0-9a-f]{2})\2([0-9a-f]{2})$/i.exec(mac);
-  if (!m) return undefined;
-  const bytes = [m[1], m[3], m[4], m[5], m[6], m[7]].map((b) => b.toLowerCase());
-  return bytes.join(':');
-}
-
-export const isMulticastMac = (mac: string) => (parseInt(mac.slice(0, 2), 16) & 1) === 1;
-
-/**
- * A random locally administered unicast MAC. Math.random is enough here (the
- * kernel's own veth/bridge MACs are random too) and avoids loading node:crypto
- * (several ms) on every call.
- */
-export function randomMac(): string {
-  const bytes = Array.from({ length: 6 }, () => Math.floor(Math.random() * 256));
-  bytes[0] = (bytes[0] & 0xfc) | 0x02;
-  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
-}
-
 export interface BridgeAddOptions {
   mtu?: number;
   /** Fixed MAC: the kernel then never replaces it with a port's MAC. */

@@ -15,6 +15,7 @@
 // rule per address: `ip saddr X ip daddr != {subnets} ip daddr != <multicast>
 // masquerade`. One `nft -f -` per call.
 import { CommandError, exec } from './exec';
+import { settleAll } from '../util/settle';
 
 export type MasqBackend = 'iptables' | 'nftables';
 
@@ -310,10 +311,8 @@ export const MASQ_BACKENDS: readonly MasqBackend[] = ['iptables', 'nftables'];
  * are tried even when one fails; then the first failure is thrown.
  */
 export async function masqRemoveEverywhere(drop: (netTag: string, attTag: string) => boolean): Promise<string[]> {
-  const settled = await Promise.allSettled(MASQ_BACKENDS.map((b) => masqRemove(b, drop)));
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) throw failed.reason;
-  return [...new Set(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value : [])))];
+  const removed = await settleAll(MASQ_BACKENDS.map((b) => masqRemove(b, drop)));
+  return [...new Set(removed.flat())];
 }
 
 /** One attachment's masquerade, from both backends (DEL). */

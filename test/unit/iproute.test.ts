@@ -3,7 +3,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { setRunner, type Runner } from '../../src/iproute/exec';
 import { isBatchSafe, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
-import { bridgeAdd, bridgePortSet, ifnameProblem, linkSet, normalizeMac, randomMac, vethAdd, isMulticastMac } from '../../src/iproute/link';
+import { bridgeAdd, bridgePortSet, linkSet, vethAdd } from '../../src/iproute/link';
+import { isMulticastMac, normalizeMac, randomMac } from '../../src/net/mac';
+import { linkNameProblem as ifnameProblem } from '../../src/net/ifname';
 import { addrAdd, addrReplace } from '../../src/iproute/addr';
 import { routeAppend, routeDstCidr, routeReplace, routeTableId } from '../../src/iproute/route';
 import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
