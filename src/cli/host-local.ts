@@ -1,7 +1,7 @@
 // host-local's operator commands.
 import { baseProgram, runProgram } from './common';
 import { DEFAULT_DATA_DIR } from '../ipam/config';
-import { formatTable, listReservations } from '../ipam/ls';
+import { formatListing, listReservations } from '../ipam/ls';
 
 export async function main(argv: string[]): Promise<void> {
   const program = baseProgram('host-local', 'host-local IPAM: hands out addresses from ranges, reserved as files on disk.');
@@ -14,7 +14,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--json', 'print JSON')
     .action(async (network: string | undefined, opts: { dataDir: string; confDir: string; json?: boolean }) => {
       const rows = await listReservations(opts.dataDir, opts.confDir, network);
-      process.stdout.write(opts.json ? JSON.stringify(rows, null, 2) + '\n' : formatTable(rows));
+      process.stdout.write(opts.json ? JSON.stringify(rows, null, 2) + '\n' : formatListing(rows));
     });
   await runProgram(program, argv);
 }

@@ -2,6 +2,7 @@
 // whether its neighbour, FDB entry and route are in place (IPv4 peers on
 // flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>).
 import { readIfExists } from '../util/fs';
+import { formatTable } from '../util/table';
 import type { LinkState } from '../iproute/vxlan';
 import { isPermanent } from '../iproute/neigh';
 import { IP, Prefix } from '../net/ip';
@@ -164,11 +165,10 @@ export function formatStatus(r: StatusReport): string {
   const all = [...r.peers, ...r.ipv6Peers];
   if (all.length) {
     lines.push('peers:');
-    const rows = [['SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE']];
     const ok = (b: boolean) => (b ? 'ok' : 'MISSING');
-    for (const p of all) rows.push([p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), ok(p.route)]);
-    const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
-    for (const row of rows) lines.push('  ' + row.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
+    const rows = all.map((p) => [p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), ok(p.route)]);
+    const table = formatTable(['SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE'], rows);
+    lines.push(...table.trimEnd().split('\n').map((l) => `  ${l}`));
   } else if (r.lease) {
     lines.push('peers:   none');
   }

@@ -8,6 +8,7 @@ import { DiskStore } from './disk';
 import { loadIpamConfig } from './config';
 import { RangeSet } from './range';
 import { META_DIR } from './pool';
+import { formatTable } from '../util/table';
 
 export interface Listed {
   network: string;
@@ -75,17 +76,17 @@ export async function listReservations(dataDir: string, confDir: string, only?: 
   return out;
 }
 
-export function formatTable(rows: Listed[]): string {
+export function formatListing(rows: Listed[]): string {
   const header = ['NETWORK', 'IP', 'CONTAINER', 'IFNAME', 'RANGESET', 'STATE'];
-  const cells = rows.map((r) => [
-    r.network,
-    r.ip,
-    r.containerID ?? '-',
-    r.ifname ?? (r.torn ? '-' : '(legacy)'),
-    r.rangeSet === null ? '?' : String(r.rangeSet),
-    r.torn ? 'TORN (reclaimed by GC)' : 'reserved',
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
-  return [header, ...cells].map((row) => row.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n';
+  return formatTable(
+    header,
+    rows.map((r) => [
+      r.network,
+      r.ip,
+      r.containerID ?? '-',
+      r.ifname ?? (r.torn ? '-' : '(legacy)'),
+      r.rangeSet === null ? '?' : String(r.rangeSet),
+      r.torn ? 'TORN (reclaimed by GC)' : 'reserved',
+    ]),
+  );
 }
-
