@@ -10,7 +10,9 @@ import { addrAdd, addrReplace } from '../../src/iproute/addr';
 import { routeAppend, routeDstCidr, routeReplace, routeTableId } from '../../src/iproute/route';
 import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
 import { sysctlArgv } from '../../src/iproute/sysctl';
-import { masqAdd, masqCheck, masqComment, masqDel, masqList, NFT_TABLE } from '../../src/iproute/masq';
+import { masqAdd, masqCheck, masqDel, masqList } from '../../src/iproute/masq';
+import { masqComment } from '../../src/iproute/masq-rule';
+import { NFT_TABLE } from '../../src/iproute/masq-nftables';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
 import { syncRunner } from '../../src/iproute/sync-runner';
 
