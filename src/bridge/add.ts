@@ -33,7 +33,7 @@ import { kernelError, masqLabel } from './common';
 import { mark } from './trace';
 
 /** How long `enabledad` waits for IPv6 duplicate address detection. */
-export const DAD_TIMEOUT_MS = 10_000;
+const DAD_TIMEOUT_MS = 10_000;
 const DAD_POLL_MS = 50;
 
 type Undo = () => Promise<unknown>;

@@ -48,14 +48,14 @@ export function isBatchSafe(line: Line): boolean {
 }
 
 /** Throws UnsafeWordError for the first word of `lines` that -batch would mangle. */
-export function checkBatchWords(program: string, lines: readonly Line[]): void {
+function checkBatchWords(program: string, lines: readonly Line[]): void {
   for (const line of lines) {
     for (const word of line) if (word === '' || UNSAFE_WORD.test(word)) throw new UnsafeWordError(program, word);
   }
 }
 
 /** A query line prints output: `<object> show|list|get ...` (and `vlan show` for bridge). */
-export function isQuery(line: Line): boolean {
+function isQuery(line: Line): boolean {
   return line[1] === 'show' || line[1] === 'list' || line[1] === 'get' || line[1] === 'lst';
 }
 
@@ -156,7 +156,7 @@ export async function runBatchOrThrow(program: 'ip' | 'bridge', lines: readonly 
 }
 
 /** Throws the first failing line's error as an Error naming the command. */
-export function throwOnError(program: string, lines: readonly Line[], res: BatchResult, ignore?: (i: number, msg: string) => boolean): void {
+function throwOnError(program: string, lines: readonly Line[], res: BatchResult, ignore?: (i: number, msg: string) => boolean): void {
   res.errors.forEach((msg, i) => {
     if (msg !== undefined && !ignore?.(i, msg)) {
       throw new LineError(program, lines[i], msg);
@@ -180,5 +180,3 @@ export class LineError extends Error {
 export const isExists = (msg: string | undefined) => !!msg && /File exists/i.test(msg);
 export const isNoDevice = (msg: string | undefined) =>
   !!msg && /(Cannot find device|does not exist|No such device)/i.test(msg);
-export const isNoSuchEntry = (msg: string | undefined) =>
-  !!msg && /(No such process|Cannot assign requested address|No such file or directory|does not exist)/i.test(msg);

@@ -25,7 +25,7 @@ export class CommandError extends Error {
   }
 }
 
-export const spawnRunner: Runner = (argv, input) =>
+const spawnRunner: Runner = (argv, input) =>
   new Promise((resolve, reject) => {
     const child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -61,7 +61,7 @@ export interface ProcSys {
   write(path: string, value: string): void;
 }
 
-export const fileProcSys: ProcSys = {
+const fileProcSys: ProcSys = {
   read(path) {
     try {
       return fs.readFileSync(`/proc/sys/${path}`, 'utf8').trim();
@@ -96,7 +96,7 @@ export interface ExecOptions {
 }
 
 /** argv with the namespace entered by path. */
-export function inNetns(argv: readonly string[], netns?: string): string[] {
+function inNetns(argv: readonly string[], netns?: string): string[] {
   return netns ? ['nsenter', `--net=${netns}`, '--', ...argv] : [...argv];
 }
 

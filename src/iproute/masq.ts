@@ -39,7 +39,7 @@ export async function masqList(backend: MasqBackend): Promise<MasqEntry[]> {
  * found by the tags in the rules' comments. Returns the removed attTags.
  * Idempotent: nothing found is not an error.
  */
-export async function masqRemove(backend: MasqBackend, drop: MasqSelector): Promise<string[]> {
+async function masqRemove(backend: MasqBackend, drop: MasqSelector): Promise<string[]> {
   if (backend === 'nftables') return listAndRemove(nftMasqList, (rules) => nftMasqRemoval(rules, drop));
   const gone = await Promise.all(([4, 6] as const).map((family) => listAndRemove(() => iptablesMasqList(family), (table) => iptablesMasqRemoval(table, drop))));
   return [...new Set(gone.flat())];
