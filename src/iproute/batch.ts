@@ -176,6 +176,71 @@ export class LineError extends Error {
   }
 }
 
+/** A line of a Batch: once the batch ran, its error or (query lines) its parsed output. */
+export interface Handle<T = undefined> {
+  readonly line: Line;
+  /** The error text when the line failed, otherwise undefined. */
+  readonly error: string | undefined;
+  /** What a successful query line printed, parsed; undefined for other lines and failed ones. */
+  readonly output: T | undefined;
+}
+
+interface Slot {
+  line: Line;
+  error: string | undefined;
+  output: unknown;
+  parse?: (json: unknown) => unknown;
+}
+
+/**
+ * Lines for one `ip` (or `bridge`) process, each added line handing back its
+ * own Handle: callers name the results they read instead of counting indexes
+ * into the batch's arrays.
+ */
+export class Batch {
+  private readonly slots: Slot[] = [];
+
+  constructor(readonly program: 'ip' | 'bridge') {}
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  add(line: Line): Handle {
+    const slot: Slot = { line, error: undefined, output: undefined };
+    this.slots.push(slot);
+    return slot as Handle;
+  }
+
+  /** A query line (`... show ...`; run with json): its output goes through `parse`. */
+  query<T>(line: Line, parse: (json: unknown) => T): Handle<T> {
+    const slot: Slot = { line, error: undefined, output: undefined, parse };
+    this.slots.push(slot);
+    return slot as Handle<T>;
+  }
+
+  /** Runs every line in one process (runBatch); throws only when the process itself fails. */
+  async run(opts: BatchOptions = {}): Promise<this> {
+    const res = await runBatch(this.program, this.slots.map((s) => s.line), opts);
+    this.slots.forEach((s, i) => {
+      s.error = res.errors[i];
+      s.output = s.parse && s.error === undefined ? s.parse(res.outputs[i]) : undefined;
+    });
+    return this;
+  }
+
+  /** The lines that failed, in order. */
+  failed(): Handle<unknown>[] {
+    return this.slots.filter((s) => s.error !== undefined) as Handle<unknown>[];
+  }
+
+  /** Throws the first failed line as a LineError. */
+  throwFailed(): void {
+    const [bad] = this.failed();
+    if (bad) throw new LineError(this.program, bad.line, bad.error!);
+  }
+}
+
 /** Error-text classifiers (the kernel's and iproute2's wording). */
 export const isExists = (msg: string | undefined) => !!msg && /File exists/i.test(msg);
 export const isNoDevice = (msg: string | undefined) =>
