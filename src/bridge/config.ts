@@ -13,7 +13,7 @@ import { linkNameProblem } from '../net/ifname';
 import { isUnicastMac, normalizeMac } from '../net/mac';
 import { vlanGatewayName } from './names';
 
-export const DEFAULT_BRIDGE = 'cni0';
+const DEFAULT_BRIDGE = 'cni0';
 
 export interface BridgeConfig {
   network: string;

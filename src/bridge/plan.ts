@@ -26,7 +26,7 @@ export interface AddressPlan {
   families: Set<Family>;
 }
 
-export const CONTAINER_IFACE_INDEX = 2;
+const CONTAINER_IFACE_INDEX = 2;
 
 const familyOfText = (s: string): Family => (s.includes(':') ? 6 : 4);
 

@@ -23,8 +23,9 @@ import { openStore } from './open-store';
 import { printable } from './log';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { Underlay, describeUnderlay, findUnderlay } from './underlay';
-import { ensureVtep, getLink, vtep6Name, vtepName, vxlanMismatch, deleteLink } from './vtep';
-import { listLinks, type VxlanSpec } from '../iproute/vxlan';
+import { ensureVtep, vtep6Name, vtepName } from './vtep';
+import { deleteLink, getLink, linkKind, linkMac, listLinks } from '../iproute/link';
+import { vxlanAttrs, vxlanMismatch, type VxlanSpec } from '../iproute/vxlan';
 
 export interface DaemonOptions {
   iface?: string;
@@ -201,7 +202,7 @@ export class Daemon {
     // Each VTEP's MAC is kept: the device's if it is reusable, else the one our lease advertises.
     const existing = await Promise.all(bases.map(async (b) => {
       const link = await getLink(b.name, o.netns);
-      return link && !vxlanMismatch(link, { ...b, mac: link.mac }) ? link.mac : undefined;
+      return link && !vxlanMismatch(link, { ...b, mac: linkMac(link) }) ? linkMac(link) : undefined;
     }));
     const me = cfg.v4 ? ul.publicIP : ul.publicIPv6;
     const acquired: Acquired = await this.retry('acquire a subnet lease', async () => {
@@ -292,12 +293,12 @@ export class Daemon {
       return;
     }
     for (const l of links) {
-      if (ours.has(l.name) || l.kind !== 'vxlan' || !/^flannel(-v6)?\.\d+$/.test(l.name)) continue;
+      if (ours.has(l.ifname) || linkKind(l) !== 'vxlan' || !/^flannel(-v6)?\.\d+$/.test(l.ifname)) continue;
       try {
-        await deleteLink(l.name, this.opts.netns);
-        this.log(`removed ${l.name} (VNI ${l.vxlan?.id}), a VTEP of an earlier network config, with its routes, neighbours and FDB entries`);
+        await deleteLink(l.ifname, this.opts.netns);
+        this.log(`removed ${l.ifname} (VNI ${vxlanAttrs(l)?.id}), a VTEP of an earlier network config, with its routes, neighbours and FDB entries`);
       } catch (err) {
-        this.log(`cannot remove ${l.name}, a VTEP of an earlier network config: ${(err as Error).message}`);
+        this.log(`cannot remove ${l.ifname}, a VTEP of an earlier network config: ${(err as Error).message}`);
       }
     }
   }

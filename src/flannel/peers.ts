@@ -4,10 +4,10 @@
 // One family at a time: flannel.<VNI> carries IPv4 (BackendData, PublicIP),
 // flannel-v6.<VNI> IPv6 (BackendV6Data, PublicIPv6); the same code serves both.
 import { IP, Prefix } from '../net/ip';
-import { runBatch } from '../iproute/batch';
+import { runBatch, type Line } from '../iproute/batch';
 import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../iproute/fdb';
 import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../iproute/neigh';
-import { RouteEntry, listRoutes, routeDel, routeReplaceOnlink } from '../iproute/vxlan';
+import { listRoutes, routeDel, routeReplace, type IpRoute } from '../iproute/route';
 import { Lease, describeSubnets, subnetOf } from './lease';
 import { isUnicastMac } from '../net/mac';
 
@@ -22,16 +22,16 @@ export interface Peer {
 export interface Actual {
   neigh: NeighEntry[];
   fdb: FdbEntry[];
-  routes: RouteEntry[];
+  routes: IpRoute[];
 }
 
 export interface Plan {
   /** ip batch 1: stale routes go first, then neighbours are put in place. */
-  ipFirst: string[][];
+  ipFirst: Line[];
   /** bridge batch: FDB entries put in place, stale ones removed. */
-  bridge: string[][];
+  bridge: Line[];
   /** ip batch 2: routes put in place, stale neighbours removed. */
-  ipLast: string[][];
+  ipLast: Line[];
   /** One line per change, for the log. */
   changes: string[];
   /** Per batch line, the index in `changes` of the change it belongs to. */
@@ -146,7 +146,7 @@ const norm = (addr: string | undefined): string | undefined => (addr === undefin
 export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, network: Prefix): Plan {
   const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
   // each line belongs to the change logged right after it
-  const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: string[]) => {
+  const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: Line) => {
     plan[batch].push(line);
     plan.owners[batch].push(plan.changes.length);
   };
@@ -166,7 +166,7 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
     if (!p || wantRoute.has(p.toString())) continue;
     const ourShape = norm(r.gateway) === p.network.toString() && !!r.flags?.includes('onlink');
     if (!network.contains(p.network) && !ourShape) continue;
-    add('ipFirst', routeDel(dst, dev));
+    add('ipFirst', routeDel({ dst, dev }));
     plan.changes.push(`route ${dst}: removed (no lease)`);
   }
   for (const p of peers) {
@@ -195,7 +195,7 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
     const dst = p.subnet.toString();
     const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
     if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
-    add('ipLast', routeReplaceOnlink(dst, p.vtepIP, dev));
+    add('ipLast', routeReplace({ dst, gw: p.vtepIP, dev, onlink: true }));
     plan.changes.push(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`);
   }
   for (const n of actual.neigh) {

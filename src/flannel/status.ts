@@ -3,7 +3,7 @@
 // flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>).
 import { readIfExists } from '../util/fs';
 import { formatTable } from '../util/table';
-import type { LinkState } from '../iproute/vxlan';
+import { getLink, isUp, linkMac, type IpLink } from '../iproute/link';
 import { isPermanent } from '../iproute/neigh';
 import { IP, Prefix } from '../net/ip';
 import { LeaseSubnets, describeSubnets, leaseKey } from './lease';
@@ -11,7 +11,7 @@ import { parseNetworkConfig } from './netconfig';
 import { desiredPeers, readActual } from './peers';
 import type { LeaseStore } from './store';
 import { parseSubnetEnv } from './subnet-env';
-import { getLink, vtep6Name, vtepName } from './vtep';
+import { vtep6Name, vtepName } from './vtep';
 
 export interface PeerStatus {
   subnet: string;
@@ -98,17 +98,17 @@ export async function collectStatus(store: LeaseStore, subnetFile: string, netns
     const subnet = family === 4 ? mine.subnet : mine.ipv6Subnet;
     if (!pool || !subnet) continue;
     const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
-    const link: LinkState | undefined = await getLink(name, netns);
+    const link: IpLink | undefined = await getLink(name, netns);
     const want = subnet.network.toString();
     const hostLen = family === 4 ? 32 : 128;
     let vtep: VtepStatus = { name, present: !!link };
     if (link) {
-      const hasAddr = link.addrs.some((x) => x.family === (family === 4 ? 'inet' : 'inet6') && same(x.local, want) && x.prefixlen === hostLen);
-      vtep = { name, present: true, up: link.up, mtu: link.mtu, mac: link.mac, address: hasAddr };
-      if (!link.up) report.problems.push(`VTEP ${name} is down`);
+      const hasAddr = (link.addr_info ?? []).some((x) => x.family === (family === 4 ? 'inet' : 'inet6') && same(x.local, want) && x.prefixlen === hostLen);
+      vtep = { name, present: true, up: isUp(link), mtu: link.mtu, mac: linkMac(link), address: hasAddr };
+      if (!isUp(link)) report.problems.push(`VTEP ${name} is down`);
       if (!hasAddr) report.problems.push(`VTEP ${name} lacks ${want}/${hostLen}`);
       const leaseMac = family === 4 ? a?.vtepMAC : a?.v6VtepMAC;
-      if (leaseMac && leaseMac !== link.mac) report.problems.push(`VTEP ${name} MAC ${link.mac} is not the lease's ${family === 4 ? 'BackendData' : 'BackendV6Data'}.VtepMAC ${leaseMac}`);
+      if (leaseMac && leaseMac !== linkMac(link)) report.problems.push(`VTEP ${name} MAC ${linkMac(link)} is not the lease's ${family === 4 ? 'BackendData' : 'BackendV6Data'}.VtepMAC ${leaseMac}`);
     } else {
       report.problems.push(`VTEP ${name} does not exist`);
     }
@@ -116,7 +116,7 @@ export async function collectStatus(store: LeaseStore, subnetFile: string, netns
     else report.vtep6 = vtep;
     if (!link) continue;
 
-    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: link.mac };
+    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link) };
     const { peers, skipped } = desiredPeers(leases, self, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
     const actual = await readActual(name, netns, family);

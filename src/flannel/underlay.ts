@@ -3,7 +3,8 @@
 // config's business (the daemon checks after reading it).
 import { IP } from '../net/ip';
 import { ipJson } from '../iproute/exec';
-import { AddrInfo, LinkState, listLinks } from '../iproute/vxlan';
+import type { AddrInfo } from '../iproute/addr';
+import { isUp, listLinks, type IpLink } from '../iproute/link';
 
 export interface Underlay {
   dev: string;
@@ -18,12 +19,10 @@ export interface Underlay {
   mtu: number;
 }
 
-type V6Addr = AddrInfo & { scope?: string; tentative?: boolean; dadfailed?: boolean; deprecated?: boolean; temporary?: boolean };
-
-const v4Addrs = (l: LinkState) => l.addrs.filter((a) => a.family === 'inet');
+const v4Addrs = (l: IpLink) => (l.addr_info ?? []).filter((a) => a.family === 'inet');
 /** Global IPv6 addresses fit for a tunnel: no link-local, failed DAD or privacy address; deprecated ones last. */
-const v6Addrs = (l: LinkState) =>
-  (l.addrs as V6Addr[])
+const v6Addrs = (l: IpLink) =>
+  (l.addr_info ?? [])
     .filter((a) => a.family === 'inet6' && a.scope === 'global' && !a.dadfailed && !a.temporary)
     .sort((a, b) => Number(!!a.deprecated) - Number(!!b.deprecated));
 const has = (addrs: AddrInfo[], ip: IP) => addrs.some((a) => IP.parse(a.local)?.equals(ip));
@@ -39,10 +38,10 @@ export async function findUnderlay(opts: { iface?: string; publicIp?: string; pu
   const publicIP = parseFlag('--public-ip', opts.publicIp, 4);
   const publicIPv6 = parseFlag('--public-ipv6', opts.publicIpv6, 6);
   const links = await listLinks(netns);
-  let link: LinkState | undefined;
+  let link: IpLink | undefined;
   if (opts.iface) {
-    link = links.find((l) => l.name === opts.iface);
-    if (!link) throw new Error(`--iface ${opts.iface}: no such interface (there are: ${links.map((l) => l.name).join(', ')})`);
+    link = links.find((l) => l.ifname === opts.iface);
+    if (!link) throw new Error(`--iface ${opts.iface}: no such interface (there are: ${links.map((l) => l.ifname).join(', ')})`);
   } else if (publicIP) {
     link = links.find((l) => has(v4Addrs(l), publicIP));
     if (!link) throw new Error(`--public-ip ${publicIP}: no interface has this address (use --iface too when it is a NAT address)`);
@@ -53,21 +52,21 @@ export async function findUnderlay(opts: { iface?: string; publicIp?: string; pu
     for (const family of ['-4', '-6']) {
       const routes = await ipJson<{ dev?: string }[]>([family, 'route', 'show', 'default'], { netns });
       const dev = routes.find((r) => r.dev)?.dev;
-      link = dev ? links.find((l) => l.name === dev) : undefined;
+      link = dev ? links.find((l) => l.ifname === dev) : undefined;
       if (link) break;
     }
     if (!link) throw new Error('no --iface, --public-ip or --public-ipv6 given and there is no default route to pick the interface from');
   }
-  if (!link.up) throw new Error(`underlay interface ${link.name} is down`);
+  if (!isUp(link)) throw new Error(`underlay interface ${link.ifname} is down`);
   const addrs4 = v4Addrs(link);
   const localIP = publicIP && has(addrs4, publicIP) ? publicIP : IP.parse(addrs4[0]?.local ?? '');
   const addrs6 = v6Addrs(link);
   const localIPv6 = publicIPv6 && has(addrs6, publicIPv6) ? publicIPv6 : IP.parse(addrs6[0]?.local ?? '');
-  const out: Underlay = { dev: link.name, mtu: link.mtu };
+  const out: Underlay = { dev: link.ifname, mtu: link.mtu };
   if (localIP) Object.assign(out, { localIP, publicIP: publicIP ?? localIP });
-  else if (publicIP) throw new Error(`underlay interface ${link.name} has no IPv4 address to send from (--public-ip ${publicIP})`);
+  else if (publicIP) throw new Error(`underlay interface ${link.ifname} has no IPv4 address to send from (--public-ip ${publicIP})`);
   if (localIPv6) Object.assign(out, { localIPv6, publicIPv6: publicIPv6 ?? localIPv6 });
-  else if (publicIPv6) throw new Error(`underlay interface ${link.name} has no global IPv6 address to send from (--public-ipv6 ${publicIPv6})`);
+  else if (publicIPv6) throw new Error(`underlay interface ${link.ifname} has no global IPv6 address to send from (--public-ipv6 ${publicIPv6})`);
   return out;
 }
 

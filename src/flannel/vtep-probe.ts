@@ -2,17 +2,10 @@
 // network address: /32 for IPv4, /128 for IPv6), so CHECK and STATUS work
 // with our daemon or flanneld.
 import { IP, Prefix } from '../net/ip';
-import { ipJson } from '../iproute/exec';
+import { isUp, linkKind, listLinks, type IpLink } from '../iproute/link';
 import type { SubnetEnv } from './subnet-env';
 
-interface AddrLink {
-  ifname: string;
-  flags?: string[];
-  linkinfo?: { info_kind?: string };
-  addr_info?: { family: string; local: string; prefixlen: number }[];
-}
-
-function check(links: AddrLink[], subnet: Prefix, key: string): string | undefined {
+function check(links: IpLink[], subnet: Prefix, key: string): string | undefined {
   const v6 = subnet.family === 6;
   const want = subnet.network.toString();
   const hostLen = v6 ? 128 : 32;
@@ -20,14 +13,14 @@ function check(links: AddrLink[], subnet: Prefix, key: string): string | undefin
     l.addr_info?.some((a) => a.family === (v6 ? 'inet6' : 'inet') && IP.parse(a.local)?.toString() === want && a.prefixlen === hostLen),
   );
   if (!vtep) return `no VTEP holds ${want}/${hostLen} (the network address of ${key} ${subnet.toAddressString()})`;
-  if (vtep.linkinfo?.info_kind !== 'vxlan') return `${vtep.ifname} holds ${want}/${hostLen} but is not a vxlan device`;
-  if (!vtep.flags?.includes('UP')) return `VTEP ${vtep.ifname} is down`;
+  if (linkKind(vtep) !== 'vxlan') return `${vtep.ifname} holds ${want}/${hostLen} but is not a vxlan device`;
+  if (!isUp(vtep)) return `VTEP ${vtep.ifname} is down`;
   return undefined;
 }
 
 /** Returns what is wrong with the VTEPs (one per family in subnet.env), or undefined when they are up with their addresses. */
 export async function probeVtep(env: SubnetEnv, netns?: string): Promise<string | undefined> {
   if (!env.subnet && !env.ipv6Subnet) return undefined;
-  const links = await ipJson<AddrLink[]>(['-d', 'addr', 'show'], { netns });
+  const links = await listLinks(netns);
   return (env.subnet && check(links, env.subnet, 'FLANNEL_SUBNET')) || (env.ipv6Subnet && check(links, env.ipv6Subnet, 'FLANNEL_IPV6_SUBNET')) || undefined;
 }

@@ -2,7 +2,7 @@
 import type { Line } from './batch';
 
 export interface AddrInfo {
-  family: 'inet' | 'inet6' | string;
+  family: 'inet' | 'inet6';
   local: string;
   prefixlen: number;
   scope?: string;
@@ -10,6 +10,8 @@ export interface AddrInfo {
   dadfailed?: boolean;
   optimistic?: boolean;
   deprecated?: boolean;
+  /** An IPv6 privacy (temporary) address. */
+  temporary?: boolean;
   nodad?: boolean;
 }
 
@@ -34,7 +36,5 @@ export function addrDel(dev: string, cidr: string): Line {
   return ['addr', 'del', cidr, 'dev', dev];
 }
 
-/** "10.1.0.5/24" of an addr_info entry. */
+/** "10.1.0.5/24" of an addr_info entry, as `ip` printed the address. */
 export const addrCidr = (a: AddrInfo) => `${a.local}/${a.prefixlen}`;
-
-export const isIPv6Addr = (a: AddrInfo) => a.family === 'inet6';

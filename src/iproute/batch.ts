@@ -48,14 +48,14 @@ export function isBatchSafe(line: Line): boolean {
 }
 
 /** Throws UnsafeWordError for the first word of `lines` that -batch would mangle. */
-export function checkBatchWords(program: string, lines: readonly Line[]): void {
+function checkBatchWords(program: string, lines: readonly Line[]): void {
   for (const line of lines) {
     for (const word of line) if (word === '' || UNSAFE_WORD.test(word)) throw new UnsafeWordError(program, word);
   }
 }
 
 /** A query line prints output: `<object> show|list|get ...` (and `vlan show` for bridge). */
-export function isQuery(line: Line): boolean {
+function isQuery(line: Line): boolean {
   return line[1] === 'show' || line[1] === 'list' || line[1] === 'get' || line[1] === 'lst';
 }
 
@@ -156,7 +156,7 @@ export async function runBatchOrThrow(program: 'ip' | 'bridge', lines: readonly 
 }
 
 /** Throws the first failing line's error as an Error naming the command. */
-export function throwOnError(program: string, lines: readonly Line[], res: BatchResult, ignore?: (i: number, msg: string) => boolean): void {
+function throwOnError(program: string, lines: readonly Line[], res: BatchResult, ignore?: (i: number, msg: string) => boolean): void {
   res.errors.forEach((msg, i) => {
     if (msg !== undefined && !ignore?.(i, msg)) {
       throw new LineError(program, lines[i], msg);
@@ -176,9 +176,72 @@ export class LineError extends Error {
   }
 }
 
+/** A line of a Batch: once the batch ran, its error or (query lines) its parsed output. */
+export interface Handle<T = undefined> {
+  readonly line: Line;
+  /** The error text when the line failed, otherwise undefined. */
+  readonly error: string | undefined;
+  /** What a successful query line printed, parsed; undefined for other lines and failed ones. */
+  readonly output: T | undefined;
+}
+
+interface Slot {
+  line: Line;
+  error: string | undefined;
+  output: unknown;
+  parse?: (json: unknown) => unknown;
+}
+
+/**
+ * Lines for one `ip` (or `bridge`) process, each added line handing back its
+ * own Handle: callers name the results they read instead of counting indexes
+ * into the batch's arrays.
+ */
+export class Batch {
+  private readonly slots: Slot[] = [];
+
+  constructor(readonly program: 'ip' | 'bridge') {}
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  add(line: Line): Handle {
+    const slot: Slot = { line, error: undefined, output: undefined };
+    this.slots.push(slot);
+    return slot as Handle;
+  }
+
+  /** A query line (`... show ...`; run with json): its output goes through `parse`. */
+  query<T>(line: Line, parse: (json: unknown) => T): Handle<T> {
+    const slot: Slot = { line, error: undefined, output: undefined, parse };
+    this.slots.push(slot);
+    return slot as Handle<T>;
+  }
+
+  /** Runs every line in one process (runBatch); throws only when the process itself fails. */
+  async run(opts: BatchOptions = {}): Promise<this> {
+    const res = await runBatch(this.program, this.slots.map((s) => s.line), opts);
+    this.slots.forEach((s, i) => {
+      s.error = res.errors[i];
+      s.output = s.parse && s.error === undefined ? s.parse(res.outputs[i]) : undefined;
+    });
+    return this;
+  }
+
+  /** The lines that failed, in order. */
+  failed(): Handle<unknown>[] {
+    return this.slots.filter((s) => s.error !== undefined) as Handle<unknown>[];
+  }
+
+  /** Throws the first failed line as a LineError. */
+  throwFailed(): void {
+    const [bad] = this.failed();
+    if (bad) throw new LineError(this.program, bad.line, bad.error!);
+  }
+}
+
 /** Error-text classifiers (the kernel's and iproute2's wording). */
 export const isExists = (msg: string | undefined) => !!msg && /File exists/i.test(msg);
 export const isNoDevice = (msg: string | undefined) =>
   !!msg && /(Cannot find device|does not exist|No such device)/i.test(msg);
-export const isNoSuchEntry = (msg: string | undefined) =>
-  !!msg && /(No such process|Cannot assign requested address|No such file or directory|does not exist)/i.test(msg);

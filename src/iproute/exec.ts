@@ -1,8 +1,10 @@
-// The one place that runs the kernel-facing tools (ip, bridge, nsenter, ...).
-// Always argv arrays, never a shell. A namespace is entered by path with
-// nsenter, so CNI_NETNS may be a named netns, containerd's /run/netns/cni-...
-// or /proc/<pid>/ns/net. Tests swap the runner to record the command lines.
+// The one place that runs the kernel-facing tools (ip, bridge, nsenter, ...)
+// and touches /proc/sys. Always argv arrays, never a shell. A namespace is
+// entered by path with nsenter, so CNI_NETNS may be a named netns,
+// containerd's /run/netns/cni-... or /proc/<pid>/ns/net. Tests swap the
+// runner (and the /proc/sys access) to record what would be done.
 import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
 
 export interface RunResult {
   stdout: string;
@@ -23,7 +25,7 @@ export class CommandError extends Error {
   }
 }
 
-export const spawnRunner: Runner = (argv, input) =>
+const spawnRunner: Runner = (argv, input) =>
   new Promise((resolve, reject) => {
     const child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -47,6 +49,43 @@ export function setRunner(next: Runner): Runner {
   return prev;
 }
 
+/**
+ * The plugin's own namespace's /proc/sys: plain file reads and writes (no
+ * process; /proc/sys/net answers for the namespace of the process opening it).
+ * `path` is relative to /proc/sys and already validated.
+ */
+export interface ProcSys {
+  /** The value, or undefined when there is no such key. */
+  read(path: string): string | undefined;
+  /** Throws when the key is missing or the write is refused. */
+  write(path: string, value: string): void;
+}
+
+const fileProcSys: ProcSys = {
+  read(path) {
+    try {
+      return fs.readFileSync(`/proc/sys/${path}`, 'utf8').trim();
+    } catch {
+      return undefined;
+    }
+  },
+  write(path, value) {
+    fs.writeFileSync(`/proc/sys/${path}`, value);
+  },
+};
+
+let procSys: ProcSys = fileProcSys;
+
+/** Replaces the /proc/sys access beside the runner (tests record sysctls); returns the previous one. */
+export function setProcSys(next: ProcSys): ProcSys {
+  const prev = procSys;
+  procSys = next;
+  return prev;
+}
+
+/** The current /proc/sys access of the plugin's own namespace. */
+export const ownProcSys = (): ProcSys => procSys;
+
 export interface ExecOptions {
   /** Network namespace path to run in; the plugin's own namespace when absent. */
   netns?: string;
@@ -57,7 +96,7 @@ export interface ExecOptions {
 }
 
 /** argv with the namespace entered by path. */
-export function inNetns(argv: readonly string[], netns?: string): string[] {
+function inNetns(argv: readonly string[], netns?: string): string[] {
   return netns ? ['nsenter', `--net=${netns}`, '--', ...argv] : [...argv];
 }
 

@@ -1,5 +1,6 @@
 // Forwarding database entries of a VXLAN device (`bridge fdb ... self`): which
 // remote VTEP (dst) a MAC lives behind.
+import type { Line } from './batch';
 import { exec } from './exec';
 
 export interface FdbEntry {
@@ -16,5 +17,5 @@ export async function listFdb(dev: string, netns?: string): Promise<FdbEntry[]> 
 }
 
 /** `bridge` batch lines. */
-export const fdbReplace = (mac: string, dst: string, dev: string) => ['fdb', 'replace', mac, 'dst', dst, 'dev', dev, 'self', 'permanent'];
-export const fdbDel = (mac: string, dst: string, dev: string) => ['fdb', 'del', mac, 'dst', dst, 'dev', dev, 'self'];
+export const fdbReplace = (mac: string, dst: string, dev: string): Line => ['fdb', 'replace', mac, 'dst', dst, 'dev', dev, 'self', 'permanent'];
+export const fdbDel = (mac: string, dst: string, dev: string): Line => ['fdb', 'del', mac, 'dst', dst, 'dev', dev, 'self'];

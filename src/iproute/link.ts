@@ -1,9 +1,11 @@
 // Links: command lines for `ip -batch` (pure builders, so plugin logic can be
-// unit-tested on the lines it would run) and the shape of `ip -json -details
-// addr show` output. Names and addresses must be validated before they get
+// unit-tested on the lines it would run), the shape of `ip -json -details
+// addr show` output (the one type of a link), and the few reads and deletes
+// that stand alone. Names and addresses must be validated before they get
 // here; runBatch refuses words -batch would mangle.
-import type { Line } from './batch';
+import { LineError, isNoDevice, runBatch, type Line } from './batch';
 import type { AddrInfo } from './addr';
+import { CommandError, ipJson } from './exec';
 
 /** One link as `ip -json -details addr show dev X` prints it (the fields we use). */
 export interface IpLink {
@@ -140,3 +142,27 @@ export function firstLink(output: unknown): IpLink | undefined {
 export const linkKind = (l: IpLink | undefined) => l?.linkinfo?.info_kind;
 export const isUp = (l: IpLink) => l.flags.includes('UP');
 export const isPromisc = (l: IpLink) => l.flags.includes('PROMISC');
+/** The link's MAC, lower case ('' for a link without one). */
+export const linkMac = (l: IpLink) => (l.address ?? '').toLowerCase();
+
+/** A link with its details and addresses; undefined when there is no such device. One exec. */
+export async function getLink(name: string, netns?: string): Promise<IpLink | undefined> {
+  try {
+    return firstLink(await ipJson(['-details', ...showDev(name)], { netns }));
+  } catch (err) {
+    if (err instanceof CommandError && isNoDevice(err.result.stderr)) return undefined;
+    throw err;
+  }
+}
+
+/** Every link with its details and addresses (one exec). */
+export async function listLinks(netns?: string): Promise<IpLink[]> {
+  return ipJson<IpLink[]>(['-details', 'addr', 'show'], { netns });
+}
+
+/** Deletes a link; fine when it is not there. One exec. */
+export async function deleteLink(name: string, netns?: string): Promise<void> {
+  const res = await runBatch('ip', [linkDel(name)], { netns });
+  const err = res.errors[0];
+  if (err !== undefined && !isNoDevice(err)) throw new LineError('ip', linkDel(name), err);
+}

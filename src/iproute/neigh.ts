@@ -1,5 +1,6 @@
 // Neighbour (ARP) entries: listing them per device and the permanent entries
 // an overlay installs for its peers.
+import type { Line } from './batch';
 import { ipJson } from './exec';
 
 export interface NeighEntry {
@@ -16,5 +17,5 @@ export async function listNeigh(dev: string, netns?: string, family: 4 | 6 = 4):
 export const isPermanent = (n: NeighEntry) => !!n.state?.includes('PERMANENT');
 
 /** `ip` batch lines. */
-export const neighReplace = (dst: string, mac: string, dev: string) => ['neigh', 'replace', dst, 'lladdr', mac, 'dev', dev, 'nud', 'permanent'];
-export const neighDel = (dst: string, dev: string) => ['neigh', 'del', dst, 'dev', dev];
+export const neighReplace = (dst: string, mac: string, dev: string): Line => ['neigh', 'replace', dst, 'lladdr', mac, 'dev', dev, 'nud', 'permanent'];
+export const neighDel = (dst: string, dev: string): Line => ['neigh', 'del', dst, 'dev', dev];

@@ -3,7 +3,9 @@
 // alone is IPv4 only, and `-6` cannot be given per batch line).
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Line } from './batch';
+import { ipJson } from './exec';
 
+/** One route as `ip -json route show` prints it. */
 export interface IpRoute {
   type?: string;
   dst: string;
@@ -21,7 +23,8 @@ export interface IpRoute {
 export interface RouteSpec {
   dst: string;
   gw?: string;
-  dev: string;
+  /** Absent for a route whose gateway picks the device. */
+  dev?: string;
   /** Gateway is on-link even if no address covers it (overlays). */
   onlink?: boolean;
   mtu?: number;
@@ -36,7 +39,7 @@ function routeArgs(r: RouteSpec): string[] {
   return [
     r.dst,
     ...(r.gw ? ['via', r.gw] : []),
-    'dev', r.dev,
+    ...(r.dev ? ['dev', r.dev] : []),
     ...(r.src ? ['src', r.src] : []),
     ...(r.metric !== undefined ? ['metric', String(r.metric)] : []),
     ...(r.table !== undefined ? ['table', String(r.table)] : []),
@@ -52,11 +55,6 @@ export function routeAppend(r: RouteSpec): Line {
   return ['route', 'append', ...routeArgs(r)];
 }
 
-/** `route add`: fails with "File exists" when the route is there. */
-export function routeAdd(r: RouteSpec): Line {
-  return ['route', 'add', ...routeArgs(r)];
-}
-
 /** `route replace`: idempotent create-or-update. */
 export function routeReplace(r: RouteSpec): Line {
   return ['route', 'replace', ...routeArgs(r)];
@@ -64,6 +62,14 @@ export function routeReplace(r: RouteSpec): Line {
 
 export function routeDel(r: RouteSpec): Line {
   return ['route', 'del', ...routeArgs(r)];
+}
+
+/**
+ * The routes of one family in the main table through `dev` (one exec: `-4`
+ * and `-6` cannot be given per batch line).
+ */
+export async function listRoutes(dev: string, netns?: string, family: 4 | 6 = 4): Promise<IpRoute[]> {
+  return ipJson<IpRoute[]>([`-${family}`, 'route', 'show', 'dev', dev], { netns });
 }
 
 /** Every route of every table and family (use with json). */
@@ -80,9 +86,6 @@ export function routeDstCidr(dst: string, family: 4 | 6): string {
   if (dst.includes('/')) return dst;
   return `${dst}/${family === 4 ? 32 : 128}`;
 }
-
-/** Routes of the main table only. */
-export const mainTable = (routes: readonly IpRoute[]) => routes.filter((r) => r.table === undefined || r.table === 'main');
 
 export const MAIN_TABLE = 254;
 

@@ -12,7 +12,7 @@
 // idempotent: it first adds what it is about to delete.
 import { exec } from './exec';
 
-export const SPOOFCHK_TABLE = 'cni_ts_macspoofchk';
+const SPOOFCHK_TABLE = 'cni_ts_macspoofchk';
 const T = `bridge ${SPOOFCHK_TABLE}`;
 
 export interface SpoofOwner {
@@ -20,7 +20,7 @@ export interface SpoofOwner {
   attTag: string;
 }
 
-export const spoofChain = (o: SpoofOwner) => `port-${o.netTag}-${o.attTag}`;
+const spoofChain = (o: SpoofOwner) => `port-${o.netTag}-${o.attTag}`;
 
 function check(o: SpoofOwner, port: string, mac?: string): void {
   if (!/^[0-9a-f]{8}$/.test(o.netTag) || !/^[0-9a-f]{20}$/.test(o.attTag)) throw new Error('invalid spoof-check tags');

@@ -1,10 +1,10 @@
 // Sysctls. /proc/sys/net answers for the namespace of the process that opens
-// it, so the plugin's own namespace ("the host") is written directly, with no
-// process; another namespace is entered with nsenter and procps `sysctl`
-// (argv only). Keys use '/' as the separator so interface names may contain
-// dots (eth0.100): "net/ipv6/conf/eth0.100/accept_dad".
-import * as fs from 'node:fs';
-import { exec } from './exec';
+// it, so the plugin's own namespace ("the host") is read and written as plain
+// files, with no process; another namespace is entered with nsenter and procps
+// `sysctl` (argv only). Both go through exec.ts's seam, so tests see them.
+// Keys use '/' as the separator so interface names may contain dots
+// (eth0.100): "net/ipv6/conf/eth0.100/accept_dad".
+import { exec, ownProcSys } from './exec';
 
 export type SysctlKey = string;
 
@@ -19,17 +19,13 @@ function checkKey(key: SysctlKey): void {
 /** Reads a sysctl of the plugin's own namespace, or undefined when it does not exist. */
 export function readSysctl(key: SysctlKey): string | undefined {
   checkKey(key);
-  try {
-    return fs.readFileSync(`/proc/sys/${key}`, 'utf8').trim();
-  } catch {
-    return undefined;
-  }
+  return ownProcSys().read(key);
 }
 
 /** Writes a sysctl of the plugin's own namespace; throws on failure. */
 export function writeSysctl(key: SysctlKey, value: string): void {
   checkKey(key);
-  fs.writeFileSync(`/proc/sys/${key}`, value);
+  ownProcSys().write(key, value);
 }
 
 /** Writes `value` unless it is already set (the read is cheaper than a write that fires notifiers). */

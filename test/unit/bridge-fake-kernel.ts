@@ -1,8 +1,9 @@
 // A small model of the kernel-facing tools for unit tests: it answers the
 // `ip -batch` lines the bridge plugin sends (links, addresses, routes, shows)
-// per namespace, records every command, and can be told to fail a line.
-// Installed with setRunner, so plugin logic runs unchanged against it.
-import { setRunner, type RunResult, type Runner } from '../../src/iproute/exec';
+// per namespace, records every command and every write to the host's
+// /proc/sys, and can be told to fail a line or hold a program back.
+// Installed with setRunner and setProcSys, so plugin logic runs unchanged against it.
+import { setProcSys, setRunner, type ProcSys, type RunResult, type Runner } from '../../src/iproute/exec';
 
 export interface FakeLink {
   ifindex: number;
@@ -33,22 +34,50 @@ export class FakeKernel {
   readonly ns = new Map<string, Map<string, FakeLink>>([['', new Map()]]);
   readonly routes = new Map<string, { dst: string; gateway?: string; dev: string }[]>();
   readonly calls: Recorded[] = [];
+  /** `sysctl` processes run in other namespaces. */
   readonly sysctls: { netns?: string; settings: string[] }[] = [];
-  /** Lines (joined with spaces, matched by substring) that fail with the given message. */
+  /** The host's /proc/sys as written ("key=value", in order) and its current values. */
+  readonly hostSysctls: string[] = [];
+  readonly hostSysctlValues = new Map<string, string>();
+  /**
+   * Lines (joined with spaces, matched by substring) that fail with the given
+   * message; host sysctl writes match as "key=value" with netns ''.
+   */
   readonly failures: { match: string; msg: string; netns?: string }[] = [];
+  /** A program (argv[0], after nsenter) waits for its gate before it answers. */
+  readonly gates = new Map<string, Promise<void>>();
   /** Replies for non-ip programs (iptables-save, nft ...), by argv[0]. */
   readonly replies = new Map<string, (r: Recorded) => RunResult>();
   /** IPv6 DAD: an address listed here shows as tentative for `shows` reads, or as dadfailed. */
   readonly dad = new Map<string, { failed?: boolean; shows: number }>();
-  private prev?: Runner;
+  private prev?: { runner: Runner; procSys: ProcSys };
 
   install(): this {
-    this.prev = setRunner((argv, input) => Promise.resolve(this.run([...argv], input)));
+    const procSys: ProcSys = {
+      read: (path) => this.hostSysctlValues.get(path),
+      write: (path, value) => {
+        const text = `${path}=${value}`;
+        const injected = this.failures.find((f) => text.includes(f.match) && (f.netns === undefined || f.netns === ''));
+        if (injected) throw new Error(injected.msg);
+        this.hostSysctls.push(text);
+        this.hostSysctlValues.set(path, value);
+      },
+    };
+    this.prev = {
+      runner: setRunner(async (argv, input) => {
+        const program = argv[0] === 'nsenter' ? argv[3] : argv[0];
+        await this.gates.get(program);
+        return this.run([...argv], input);
+      }),
+      procSys: setProcSys(procSys),
+    };
     return this;
   }
 
   uninstall(): void {
-    if (this.prev) setRunner(this.prev);
+    if (!this.prev) return;
+    setRunner(this.prev.runner);
+    setProcSys(this.prev.procSys);
   }
 
   links(netns = ''): Map<string, FakeLink> {

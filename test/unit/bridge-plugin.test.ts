@@ -1,10 +1,11 @@
-// The bridge plugin's logic against a model of ip/sysctl/iptables (no root):
+// The bridge plugin's logic against a model of ip/sysctl/iptables (no root;
+// the host's sysctls are recorded by the fake kernel, never written):
 // the command lines it sends, results, rollback, idempotent DEL, CHECK drift,
 // GC, and config errors that must change nothing.
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handle } from '../../src/cni/skel';
 import { bridgePlugin } from '../../src/bridge/plugin';
 import { attachmentTags, hostVethName } from '../../src/bridge/names';
@@ -13,35 +14,6 @@ import { FakeKernel } from './bridge-fake-kernel';
 let dir: string;
 let netns: string;
 let kernel: FakeKernel;
-
-/**
- * The host's sysctls are recorded, never written (a unit test run as root must
- * not switch on forwarding on the machine); faults: a failing host write, a
- * container sysctl call held back.
- */
-const sysctlHooks = vi.hoisted(() => ({
-  ensureFails: undefined as Error | undefined,
-  holdContainer: undefined as Promise<void> | undefined,
-  host: [] as string[],
-}));
-vi.mock('../../src/iproute/sysctl', async (importOriginal) => {
-  const real = await importOriginal<typeof import('../../src/iproute/sysctl')>();
-  return {
-    ...real,
-    ensureSysctl: (key: string, value: string) => {
-      if (sysctlHooks.ensureFails) throw sysctlHooks.ensureFails;
-      sysctlHooks.host.push(`${key}=${value}`);
-    },
-    trySysctl: (key: string, value: string) => {
-      sysctlHooks.host.push(`${key}=${value}`);
-      return true;
-    },
-    setSysctlsIn: async (...args: Parameters<typeof real.setSysctlsIn>) => {
-      await sysctlHooks.holdContainer;
-      return real.setSysctlsIn(...args);
-    },
-  };
-});
 
 const IPAM_V4 = { cniVersion: '1.0.0', ips: [{ address: '10.77.9.5/24', gateway: '10.77.9.1' }], routes: [{ dst: '10.99.0.0/16' }], dns: { nameservers: ['10.77.9.53'] } };
 const IPAM_DUAL = {
@@ -77,9 +49,6 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 beforeEach(() => {
-  sysctlHooks.ensureFails = undefined;
-  sysctlHooks.host = [];
-  sysctlHooks.holdContainer = undefined;
   kernel = new FakeKernel().install();
   rmSync(join(dir, 'ipam.log'), { force: true });
   setIpamResult(IPAM_V4);
@@ -256,7 +225,7 @@ describe('ADD', () => {
     expect(host).toEqual(expect.arrayContaining(['addr replace 10.77.9.1/24 dev brunit0 broadcast +', 'addr replace fd77:9::1/64 dev brunit0 nodad']));
     const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
     expect(cont).toEqual(expect.arrayContaining(['addr add 10.77.9.5/24 dev eth0 broadcast +', 'addr add fd77:9::5/64 dev eth0']));
-    expect(sysctlHooks.host).toEqual(expect.arrayContaining(['net/ipv4/ip_forward=1', 'net/ipv6/conf/all/forwarding=1']));
+    expect(kernel.hostSysctls).toEqual(expect.arrayContaining(['net/ipv4/ip_forward=1', 'net/ipv6/conf/all/forwarding=1']));
   });
 
   it('computes the gateway when the IPAM gives none, and prints older result versions', async () => {
@@ -316,8 +285,8 @@ describe('ADD', () => {
   it('a step failing while other steps are in flight: the rollback waits for them, then undoes everything', async () => {
     const fw = fakeFirewall(kernel);
     let release = () => {};
-    sysctlHooks.holdContainer = new Promise<void>((r) => (release = r));
-    sysctlHooks.ensureFails = new Error('EROFS: read-only file system, open /proc/sys/net/ipv4/ip_forward');
+    kernel.gates.set('sysctl', new Promise<void>((r) => (release = r)));
+    kernel.failures.push({ match: 'net/ipv4/ip_forward=', msg: 'EROFS: read-only file system, open /proc/sys/net/ipv4/ip_forward', netns: '' });
     const pending = cni({ command: 'ADD', conf: base({ ipMasq: true, ipMasqBackend: 'iptables' }) });
     await new Promise((r) => setTimeout(r, 50));
     // Forwarding failed at once, but the container side is still being set up: nothing undone yet.

@@ -67,7 +67,7 @@ beforeEach(() => {
   vtepUp = true;
   // `ip -json -d addr show` as the node would answer it
   prevRunner = setRunner(async (argv) => {
-    if (argv.join(' ') !== 'ip -json -d addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
+    if (argv.join(' ') !== 'ip -json -details addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
     const vtep = {
       ifname: 'flannel.1',
       flags: vtepUp ? ['BROADCAST', 'UP', 'LOWER_UP'] : ['BROADCAST'],
@@ -319,7 +319,7 @@ describe('CHECK and STATUS on a dual-stack or IPv6-only node (flannel-v6.<VNI> h
   beforeEach(() => {
     v6Links = [];
     setRunner(async (argv) => {
-      if (argv.join(' ') !== 'ip -json -d addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
+      if (argv.join(' ') !== 'ip -json -details addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
       const vtep = {
         ifname: 'flannel.1',
         flags: ['UP'],

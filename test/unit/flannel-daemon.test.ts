@@ -286,19 +286,6 @@ class FakeNode {
     if ((m = /^bridge -json fdb show dev (\S+)$/.exec(cmd))) {
       return this.ok(JSON.stringify(this.fdb.filter((f) => f.dev === m![1]).map((f) => ({ mac: f.mac, dst: f.dst, flags: ['self'], state: 'permanent' }))));
     }
-    if ((m = /^ip link add (\S+) address (\S+) mtu (\d+) type vxlan id (\d+) local (\S+) dev (\S+) dstport (\d+) nolearning$/.exec(cmd))) {
-      if (this.links.has(m[1])) return { stdout: '', stderr: 'RTNETLINK answers: File exists\n', code: 2 };
-      this.links.set(m[1], {
-        name: m[1], kind: 'vxlan', mac: m[2], mtu: Number(m[3]), up: false, addrs: [],
-        vxlan: { id: Number(m[4]), local: m[5], link: m[6], port: Number(m[7]), learning: false },
-      });
-      return this.ok();
-    }
-    if ((m = /^ip link del (\S+)$/.exec(cmd))) {
-      if (!this.links.has(m[1])) return { stdout: '', stderr: `Cannot find device "${m[1]}"\n`, code: 1 };
-      this.delLink(m[1]);
-      return this.ok();
-    }
     if (cmd === 'ip -force -batch -' || cmd === 'bridge -force -batch -') {
       let stderr = '';
       (input ?? '').split('\n').filter(Boolean).forEach((line, i) => {
@@ -314,13 +301,24 @@ class FakeNode {
   /** One batch line; an error message when the kernel would refuse it. */
   private line(line: string): string | undefined {
     const w = line.split(' ');
-    const dev = w.includes('dev') ? w[w.indexOf('dev') + 1] : w[2];
+    const opt = (key: string) => (w.includes(key) ? w[w.indexOf(key) + 1] : undefined);
+    let m: RegExpExecArray | null;
+    if ((m = /^link add name (\S+) address (\S+) mtu (\d+) type vxlan id (\d+) local (\S+) dev (\S+) dstport (\d+) nolearning$/.exec(line))) {
+      if (this.links.has(m[1])) return 'RTNETLINK answers: File exists';
+      this.links.set(m[1], {
+        name: m[1], kind: 'vxlan', mac: m[2], mtu: Number(m[3]), up: false, addrs: [],
+        vxlan: { id: Number(m[4]), local: m[5], link: m[6], port: Number(m[7]), learning: false },
+      });
+      return undefined;
+    }
+    const dev = opt('dev') ?? w[2];
     const link = this.links.get(dev);
-    if (w[0] === 'link' && w[1] === 'set') {
-      if (!link) return `Cannot find device "${w[2]}"`;
-      if (w[3] === 'mtu') link.mtu = Number(w[4]);
-      else if (w[3] === 'address') link.mac = w[4];
-      else if (w[3] === 'up') link.up = true;
+    if (w[0] === 'link' && (w[1] === 'set' || w[1] === 'del')) {
+      if (!link) return `Cannot find device "${dev}"`;
+      if (w[1] === 'del') this.delLink(dev);
+      if (opt('mtu')) link.mtu = Number(opt('mtu'));
+      if (opt('address')) link.mac = opt('address')!;
+      if (w.includes('up')) link.up = true;
       return undefined;
     }
     if (!link) return `Cannot find device "${dev}"`;

@@ -2,7 +2,8 @@
 // and the firewall helpers' scripts, against recorded command lines.
 import { afterEach, describe, expect, it } from 'vitest';
 import { setRunner, type Runner } from '../../src/iproute/exec';
-import { isBatchSafe, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
+import { Batch, isBatchSafe, LineError, parseFailures, runBatch, splitJson, UnsafeWordError, BatchProcessError } from '../../src/iproute/batch';
+import { firstLink } from '../../src/iproute/link';
 import { bridgeAdd, bridgePortSet, linkSet, vethAdd } from '../../src/iproute/link';
 import { isMulticastMac, normalizeMac, randomMac } from '../../src/net/mac';
 import { linkNameProblem as ifnameProblem } from '../../src/net/ifname';
@@ -10,7 +11,9 @@ import { addrAdd, addrReplace } from '../../src/iproute/addr';
 import { routeAppend, routeDstCidr, routeReplace, routeTableId } from '../../src/iproute/route';
 import { vlanAdd, vlanDel, vlanRanges } from '../../src/iproute/vlan';
 import { sysctlArgv } from '../../src/iproute/sysctl';
-import { masqAdd, masqCheck, masqComment, masqDel, masqList, NFT_TABLE } from '../../src/iproute/masq';
+import { masqAdd, masqCheck, masqDel, masqList } from '../../src/iproute/masq';
+import { masqComment } from '../../src/iproute/masq-rule';
+import { NFT_TABLE } from '../../src/iproute/masq-nftables';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
 import { syncRunner } from '../../src/iproute/sync-runner';
 
@@ -58,6 +61,28 @@ describe('batch', () => {
     expect(r.outputs).toEqual([[{ ifname: 'a' }], undefined, undefined, [{ ifname: 'c' }]]);
     expect(r.errors).toEqual([undefined, undefined, 'Device "b" does not exist.', undefined]);
     expect(r.firstError).toBe(2);
+  });
+
+  it('Batch: each line hands back its own error and parsed output', async () => {
+    fake(() => ({
+      stdout: '[{"ifname":"a"}]\n',
+      stderr: 'RTNETLINK answers: File exists\nCommand failed -:1\nDevice "b" does not exist.\nCommand failed -:3\n',
+      code: 1,
+    }));
+    const b = new Batch('ip');
+    const create = b.add(['link', 'add', 'name', 'a', 'type', 'bridge']);
+    const a = b.query(['addr', 'show', 'dev', 'a'], firstLink);
+    const missing = b.query(['addr', 'show', 'dev', 'b'], firstLink);
+    const up = b.add(['link', 'set', 'dev', 'a', 'up']);
+    await b.run({ json: true });
+    expect(calls).toHaveLength(1);
+    expect(create.error).toBe('RTNETLINK answers: File exists');
+    expect(a.output?.ifname).toBe('a');
+    expect(missing).toMatchObject({ error: 'Device "b" does not exist.', output: undefined });
+    expect(up.error).toBeUndefined();
+    expect(b.failed()).toEqual([create, missing]);
+    expect(() => b.throwFailed()).toThrow(LineError);
+    expect(() => b.throwFailed()).toThrow('ip link add name a type bridge: RTNETLINK answers: File exists');
   });
 
   it('fails as a whole when the process fails without line markers (e.g. cannot enter the namespace)', async () => {
