@@ -3,18 +3,9 @@
 import { CniError, ErrorCode } from '../cni/errors';
 import type { IPConfig } from '../cni/result';
 import { IP } from '../net/ip';
-import type { Owner } from './disk';
-import { ownerToString } from './disk';
-import { RangeSet } from './range';
-
-/** What the allocator needs from the store (DiskStore, or a fake in tests). */
-export interface ReservationBackend {
-  ownerOf(ip: IP): Owner | null | undefined;
-  reserve(ip: IP, owner: Owner): boolean;
-  release(ip: IP): void;
-  lastReserved(rangeSet: number): IP | undefined;
-  setLastReserved(rangeSet: number, ip: IP): void;
-}
+import { Owner, ownerToString } from './owner';
+import type { RangeSet } from './range';
+import type { ReservationStore } from './reservation-store';
 
 export interface Allocation {
   set: RangeSet;
@@ -33,7 +24,7 @@ export function toIPConfig(a: Allocation): IPConfig {
  * holds (ADD is idempotent). If any set fails, what this call reserved is released.
  */
 export function allocate(
-  store: ReservationBackend,
+  store: ReservationStore,
   sets: readonly RangeSet[],
   requested: ReadonlyMap<number, IP>,
   owner: Owner,
@@ -65,7 +56,7 @@ export function allocate(
   }
 }
 
-function reserveRequested(store: ReservationBackend, set: RangeSet, ip: IP, owner: Owner): IP {
+function reserveRequested(store: ReservationStore, set: RangeSet, ip: IP, owner: Owner): IP {
   if (!store.reserve(ip, owner)) {
     const holder = store.ownerOf(ip);
     const who = holder ? `container ${ownerToString(holder)}` : 'an unreadable reservation';
@@ -74,7 +65,7 @@ function reserveRequested(store: ReservationBackend, set: RangeSet, ip: IP, owne
   return ip;
 }
 
-function reserveNext(store: ReservationBackend, set: RangeSet, owner: Owner): IP {
+function reserveNext(store: ReservationStore, set: RangeSet, owner: Owner): IP {
   for (const { ip } of set.candidates(store.lastReserved(set.index))) {
     if (store.reserve(ip, owner)) return ip;
   }

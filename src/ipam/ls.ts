@@ -4,10 +4,10 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { parseNetConf, Json } from '../cni/config';
 import { parseCniArgs } from '../cni/args';
-import { DiskStore } from './disk';
 import { loadIpamConfig } from './config';
 import { RangeSet } from './range';
-import { META_DIR } from './pool';
+import { META_DIR, NetworkPool } from './network-pool';
+import { DEFAULT_LOCK_TIMEOUT_MS } from '../util/lock';
 import { formatTable } from '../util/table';
 
 export interface Listed {
@@ -60,8 +60,8 @@ export async function listReservations(dataDir: string, confDir: string, only?: 
   const out: Listed[] = [];
   for (const network of networks) {
     const sets = rangeSetsFromConfDir(confDir, network);
-    const store = new DiskStore(dataDir, network, join(dataDir, META_DIR, network));
-    const rows = (await store.scan()).sort((a, b) => a.ip.compare(b.ip));
+    const pool = new NetworkPool({ dataDir, network, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS });
+    const rows = (await pool.reservations()).sort((a, b) => a.ip.compare(b.ip));
     for (const r of rows) {
       out.push({
         network,

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { allocate, ReservationBackend } from '../../src/ipam/allocator';
+import { allocate } from '../../src/ipam/allocator';
+import type { ReservationStore } from '../../src/ipam/reservation-store';
 import { IP } from '../../src/net/ip';
-import { Owner, ownerEquals } from '../../src/ipam/disk';
+import { Owner, ownerEquals } from '../../src/ipam/owner';
 import { loadIpamConfig } from '../../src/ipam/config';
 import { parseNetConf } from '../../src/cni/config';
 import { parseCniArgs } from '../../src/cni/args';
 import { CniError } from '../../src/cni/errors';
 
 /** An in-memory store that behaves like the disk one. */
-class FakeStore implements ReservationBackend {
+class FakeStore implements ReservationStore {
   held = new Map<string, Owner>();
   last = new Map<number, IP>();
   ownerOf = (ip: IP) => this.held.get(ip.toString());

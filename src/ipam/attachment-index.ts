@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { IP } from '../net/ip';
 import { readIfExists, removeFile, removeTree } from '../util/fs';
 import { sha256Hex } from '../util/sha256';
-import { DiskStore, Owner, Reservation } from './disk';
+import type { DiskStore, Reservation } from './disk-store';
+import type { Owner } from './owner';
 
 interface Entry {
   containerID: string;

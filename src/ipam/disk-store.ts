@@ -8,15 +8,11 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
 import { ensureDir, readIfExists, removeFile } from '../util/fs';
+import type { Owner } from './owner';
+import type { ReservationStore } from './reservation-store';
 
-export const LINE_BREAK = '\r\n';
+const LINE_BREAK = '\r\n';
 const LAST_RESERVED_PREFIX = 'last_reserved_ip.';
-
-/** Who holds an address. `ifname` is undefined for legacy files that hold only the ID. */
-export interface Owner {
-  containerId: string;
-  ifname?: string;
-}
 
 export interface Reservation {
   ip: IP;
@@ -24,9 +20,6 @@ export interface Reservation {
   owner?: Owner;
   mtimeMs: number;
 }
-
-export const ownerEquals = (a: Owner, b: Owner) => a.containerId === b.containerId && a.ifname === b.ifname;
-export const ownerToString = (o: Owner) => (o.ifname === undefined ? o.containerId : `${o.containerId} (${o.ifname})`);
 
 /** Parses a reservation file the way Go reads it (whitespace-trimmed). */
 export function parseOwner(content: string): Owner | undefined {
@@ -45,7 +38,7 @@ export function reservationName(name: string): IP | undefined {
   return ip && ip.toString() === name ? ip : undefined;
 }
 
-export class DiskStore {
+export class DiskStore implements ReservationStore {
   /** The Go-compatible directory of this network. */
   readonly dir: string;
   /** Content of the staged scratch file, if one is staged. */

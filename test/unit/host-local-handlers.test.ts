@@ -1,0 +1,139 @@
+// host-local's request handlers in-process, through the same CNI boundary the
+// executable uses (skel.handle: env + stdin in, printed output and exit code
+// out), against a temporary dataDir, as the Go plugin's host_local_test.go
+// drives cmdAdd/cmdDel. The integration tests run the built executable.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import * as fs from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { handle } from '../../src/cni/skel';
+import { hostLocal } from '../../src/ipam/host-local';
+
+let tmp: string;
+let dataDir: string;
+const netDir = () => join(dataDir, 'mynet');
+const files = () => (fs.existsSync(netDir()) ? fs.readdirSync(netDir()).sort() : []);
+const read = (name: string) => fs.readFileSync(join(netDir(), name), 'utf8');
+
+function conf(extra: object = {}, ipam: object = {}) {
+  return {
+    cniVersion: '1.1.0',
+    name: 'mynet',
+    type: 'bridge',
+    ipam: {
+      type: 'host-local',
+      dataDir,
+      ranges: [[{ subnet: '10.1.2.0/24' }, { subnet: '10.2.2.0/24' }], [{ subnet: '2001:db8:1::/64' }]],
+      routes: [{ dst: '0.0.0.0/0' }, { dst: '192.168.0.0/16', gw: '1.1.1.1' }],
+      ...ipam,
+    },
+    ...extra,
+  };
+}
+
+async function run(command: string, c: object, id = 'dummy', ifname = 'eth0', args = '') {
+  const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/some/where', CNI_IFNAME: ifname, CNI_PATH: '/nowhere', CNI_ARGS: args };
+  const out = await handle(hostLocal, env, () => JSON.stringify(c));
+  return { ...out, json: out.stdout ? JSON.parse(out.stdout) : undefined };
+}
+
+beforeEach(() => {
+  tmp = fs.mkdtempSync(join(tmpdir(), 'host-local-'));
+  dataDir = join(tmp, 'data');
+  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('ADD and DEL', () => {
+  it.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('[%s] allocates and releases, in the Go format byte for byte', async (v) => {
+    fs.writeFileSync(join(tmp, 'resolv.conf'), 'nameserver 192.0.2.3');
+    const c = conf({ cniVersion: v }, { resolvConf: join(tmp, 'resolv.conf') });
+    const add = await run('ADD', c);
+    expect(add.exitCode, add.stdout).toBe(0);
+    const hasVersion = !v.startsWith('1.');
+    expect(add.json.ips).toEqual([
+      { ...(hasVersion ? { version: '4' } : {}), address: '10.1.2.2/24', gateway: '10.1.2.1' },
+      { ...(hasVersion ? { version: '6' } : {}), address: '2001:db8:1::2/64', gateway: '2001:db8:1::1' },
+    ]);
+    expect(add.json.routes).toEqual([{ dst: '0.0.0.0/0' }, { dst: '192.168.0.0/16', gw: '1.1.1.1' }]);
+    expect(add.json.dns).toEqual({ nameservers: ['192.0.2.3'] });
+    expect(read('10.1.2.2')).toBe('dummy\r\neth0');
+    expect(read('2001:db8:1::2')).toBe('dummy\r\neth0');
+    expect(read('last_reserved_ip.0')).toBe('10.1.2.2');
+    expect(read('last_reserved_ip.1')).toBe('2001:db8:1::2');
+
+    const del = await run('DEL', c);
+    expect(del).toMatchObject({ exitCode: 0, stdout: '' });
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+  });
+
+  it('[0.1.0] prints ip4/ip6', async () => {
+    const add = await run('ADD', conf({ cniVersion: '0.1.0' }));
+    expect(add.json.ip4).toEqual({ ip: '10.1.2.2/24', gateway: '10.1.2.1', routes: [{ dst: '0.0.0.0/0' }, { dst: '192.168.0.0/16', gw: '1.1.1.1' }] });
+    expect(add.json.ip6).toEqual({ ip: '2001:db8:1::2/64', gateway: '2001:db8:1::1' });
+  });
+
+  it('keeps interfaces of one container apart, and DEL releases by interface', async () => {
+    await run('ADD', conf(), 'dummy', 'eth0');
+    await run('ADD', conf(), 'dummy', 'eth1');
+    expect(read('10.1.2.3')).toBe('dummy\r\neth1');
+    await run('DEL', conf(), 'dummy', 'eth0');
+    expect(files().filter((f) => !f.startsWith('last_'))).toEqual(['10.1.2.3', '2001:db8:1::3']);
+  });
+
+  it('continues the round-robin from last_reserved_ip, as the reference does', async () => {
+    fs.mkdirSync(netDir(), { recursive: true });
+    fs.writeFileSync(join(netDir(), 'last_reserved_ip.0'), '10.1.2.254');
+    const add = await run('ADD', conf());
+    expect(add.json.ips[0].address).toBe('10.2.2.2/24'); // wrapped into the next range, past its gateway
+  });
+
+  it('takes a requested address from CNI_ARGS and names its holder when taken', async () => {
+    const first = await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.77');
+    expect(first.json.ips[0].address).toBe('10.1.2.77/24');
+    const second = await run('ADD', conf(), 'b', 'eth0', 'IP=10.1.2.77');
+    expect(second.exitCode).toBe(1);
+    expect(second.json.msg).toMatch(/10.1.2.77 is already reserved by container a \(eth0\)/);
+    expect(files().filter((f) => f.startsWith('10.'))).toEqual(['10.1.2.77']);
+  });
+
+  it('DEL of nothing succeeds and creates nothing', async () => {
+    expect(await run('DEL', conf())).toMatchObject({ exitCode: 0, stdout: '' });
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+describe('CHECK', () => {
+  it('passes for the attachment holding prevResult, fails otherwise', async () => {
+    const add = await run('ADD', conf());
+    expect((await run('CHECK', conf({ prevResult: add.json }))).exitCode).toBe(0);
+    const other = await run('CHECK', conf(), 'stranger');
+    expect(other.exitCode).toBe(1);
+    expect(other.json.msg).toMatch(/no address is reserved for stranger \(eth0\) in network mynet/);
+  });
+});
+
+describe('GC', () => {
+  it('releases attachments not listed as valid, keeps the listed ones and the bookkeeping files', async () => {
+    await run('ADD', conf(), 'keep');
+    await run('ADD', conf(), 'drop');
+    fs.writeFileSync(join(netDir(), 'lock'), '');
+    const gc = await run('GC', conf({ 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] }));
+    expect(gc.exitCode, gc.stdout).toBe(0);
+    expect(files()).toEqual(['10.1.2.2', '2001:db8:1::2', 'last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
+    expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/GC released 10.1.2.3 \(drop \(eth0\)\)/));
+  });
+});
+
+describe('STATUS', () => {
+  it('answers 50 once a range set is full', async () => {
+    const tiny = conf({}, { ranges: [[{ subnet: '10.9.0.0/30' }]] });
+    expect((await run('STATUS', tiny)).exitCode).toBe(0);
+    await run('ADD', tiny);
+    const full = await run('STATUS', tiny);
+    expect(full.json).toMatchObject({ code: 50, msg: expect.stringMatching(/no free addresses in range set 10.9.0.1-10.9.0.2/) });
+  });
+});
