@@ -20,7 +20,7 @@ import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig }
 import { PlanError, Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { LeaseStore, StoreOptions, StoreUnavailable } from './store';
 import { openStore } from './open-store';
-import { printable } from './log';
+import { Reporter, printable } from './log';
 import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { Underlay, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep, getLink, vtep6Name, vtepName, vxlanMismatch, deleteLink } from './vtep';
@@ -101,12 +101,21 @@ export class Daemon {
   /** The lease this daemon holds (taken or adopted) from the moment it is known: what --release-on-exit gives back. */
   private held?: LeaseSubnets;
   private storeDown = false;
-  private readonly reported = new Set<string>();
   readonly log: (msg: string) => void;
+  /** Failures met on every pass, each logged when it appears, changes or ends. */
+  private readonly problems: Reporter;
+  /**
+   * The watch's errors while etcd is away: each reconnect attempt fails,
+   * alternating between two messages; each message is logged once until the
+   * watch delivers again.
+   */
+  private readonly watchTroubles: Reporter;
 
   constructor(private readonly opts: DaemonOptions) {
     const sink = opts.log ?? ((msg: string) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${msg}\n`));
     this.log = (msg) => sink(printable(msg)); // one line each, whatever the store held
+    this.problems = new Reporter(this.log);
+    this.watchTroubles = new Reporter(this.log);
   }
 
   /**
@@ -268,7 +277,7 @@ export class Daemon {
     // between a list and the start of the watch.
     this.stopWatch = this.store.watch(
       (why) => this.watchDelivered(why),
-      (err) => this.watchTrouble(err),
+      (err) => this.watchTroubles.report(err.message, `watch: ${err.message}`),
       acquired.listed.revision,
     );
     await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
@@ -340,43 +349,9 @@ export class Daemon {
     this.log(`wrote ${this.opts.subnetFile}`);
   }
 
-  private logOnce(msg: string, key: string): void {
-    if (this.reported.has(`${key}\n${msg}`)) return;
-    for (const k of this.reported) if (k.startsWith(`${key}\n`)) this.reported.delete(k);
-    this.reported.add(`${key}\n${msg}`);
-    this.log(msg);
-  }
-
-  /**
-   * A failure that every pass meets again: logged when it appears or its
-   * message changes, not each time; `msg` undefined = it is over (logged as
-   * `recovered` if it had been reported).
-   */
-  private problem(key: string, msg: string | undefined, recovered?: string): void {
-    if (msg !== undefined) {
-      this.logOnce(msg, key);
-      return;
-    }
-    const had = [...this.reported].find((k) => k.startsWith(`${key}\n`));
-    if (!had) return;
-    this.reported.delete(had);
-    if (recovered) this.log(recovered);
-  }
-
-  /**
-   * Watch errors come in bursts while etcd is away (each reconnect attempt
-   * fails, alternating between two messages): each message is logged once
-   * until the watch delivers again.
-   */
-  private watchTrouble(err: Error): void {
-    this.logOnce(`watch: ${err.message}`, `watch ${err.message}`);
-  }
-
   /** The watch reported a change: it works (again), so its next failure is reported too. */
   private watchDelivered(why: string): void {
-    const troubles = [...this.reported].filter((k) => k.startsWith('watch '));
-    if (troubles.length && !this.stopped) this.log(`watch: receiving changes from ${this.store.description} again (${why})`);
-    for (const k of troubles) this.reported.delete(k);
+    if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.store.description} again (${why})`);
     this.schedule(why);
   }
 
@@ -396,9 +371,9 @@ export class Daemon {
       try {
         await this.store.expire?.();
       } catch (err) {
-        this.logOnce(`cannot expire old leases: ${(err as Error).message}`, 'expire');
+        this.problems.report('expire', `cannot expire old leases: ${(err as Error).message}`);
       }
-      if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.logOnce(`cannot turn IPv6 forwarding on: ${(err as Error).message}`, 'fwd6'));
+      if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
       await this.sync('periodic reconcile');
     } finally {
       if (!this.stopped) this.timer = setTimeout(() => void this.tick(), this.opts.reconcileMs);
@@ -438,18 +413,18 @@ export class Daemon {
       try {
         const ok = await this.store.renew(this.subnets, this.attrs, ttl, this.leaseValue);
         if (!ok) {
-          this.logOnce(`cannot renew lease ${this.leaseName}: it now holds another node's data`, 'renew');
+          this.problems.report('renew', `cannot renew lease ${this.leaseName}: it now holds another node's data`);
           this.schedule('lease renewal refused'); // the reconcile looks at what it holds now
           this.armRenewal(renewRetryMs(ttl));
           return;
         }
         this.leaseValue = encodeAttrs(this.attrs);
         this.leaseWritten();
-        this.reported.forEach((k) => k.startsWith('renew\n') && this.reported.delete(k));
+        this.problems.clear('renew');
         this.log(`renewed lease ${this.leaseName} for ${ttl} s`);
         this.armRenewal();
       } catch (err) {
-        this.logOnce(`cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${renewRetryMs(ttl) / 1000} s`, 'renew');
+        this.problems.report('renew', `cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${renewRetryMs(ttl) / 1000} s`);
         this.armRenewal(renewRetryMs(ttl));
       }
     });
@@ -485,7 +460,7 @@ export class Daemon {
       fresh = true;
       if (this.storeDown) this.log(`lease store ${this.store.description} is reachable again`);
       this.storeDown = false;
-      for (const b of res.bad) this.logOnce(`ignoring ${JSON.stringify(b.key)}: ${b.why}`, `bad ${b.key}`);
+      for (const b of res.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
     } catch (err) {
       if (!this.storeDown) {
         this.log(`${err instanceof StoreUnavailable ? '' : 'cannot list leases: '}${(err as Error).message}; keeping the overlay as programmed`);
@@ -500,17 +475,17 @@ export class Daemon {
           const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
           if (r.created) this.log(`VTEP ${s.spec.name} was missing (${why}): recreated`);
           if (r.replaced) this.log(`VTEP ${s.spec.name} had been changed (${r.replaced}): replaced`);
-          this.problem(`vtep ${s.spec.name}`, undefined, `VTEP ${s.spec.name} is in place again`);
+          this.problems.clear(`vtep ${s.spec.name}`, `VTEP ${s.spec.name} is in place again`);
         } catch (err) {
           vtepsUp = false;
-          this.problem(`vtep ${s.spec.name}`, `reconcile failed: VTEP ${s.spec.name}: ${(err as Error).message}; retrying on each reconcile`);
+          this.problems.report(`vtep ${s.spec.name}`, `reconcile failed: VTEP ${s.spec.name}: ${(err as Error).message}; retrying on each reconcile`);
           continue;
         }
         if (!this.listed) continue; // no picture of the peers yet: leave them as they are
         try {
           const { peers, skipped } = desiredPeers(this.leases, this.self(s), s.pool.network);
           // "lease <subnets>: why" — one log line per lease and family until its reason changes
-          for (const m of skipped) this.logOnce(`ignoring ${m}`, `skip${s.family} ${m.split(': ')[0]}`);
+          for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
           const plan = planPeers(peers, await readActual(s.spec.name, o.netns, s.family), s.spec.name, s.pool.network);
           if (plan.changes.length) {
             try {
@@ -522,16 +497,16 @@ export class Daemon {
               throw err;
             }
           }
-          this.problem(`peers ${s.spec.name}`, undefined, `${s.spec.name}: every peer is programmed again`);
+          this.problems.clear(`peers ${s.spec.name}`, `${s.spec.name}: every peer is programmed again`);
         } catch (err) {
-          this.problem(`peers ${s.spec.name}`, `reconcile failed: ${s.spec.name} peers: ${(err as Error).message}; retrying on each reconcile`);
+          this.problems.report(`peers ${s.spec.name}`, `reconcile failed: ${s.spec.name} peers: ${(err as Error).message}; retrying on each reconcile`);
         }
       }
       // the VTEPs are up: pods can be attached even if a peer failed to program
       if (vtepsUp && this.listed) this.writeSubnetEnv();
-      this.problem('reconcile', undefined);
+      this.problems.clear('reconcile');
     } catch (err) {
-      this.problem('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
+      this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     }
   }
 
@@ -552,7 +527,7 @@ export class Daemon {
     const me = identity(this.cfg, this.attrs)!;
     const holder = ours && identity(this.cfg, ours.attrs);
     if (ours && !holder?.equals(me)) {
-      this.logOnce(`CONFLICT: subnet ${this.leaseName} is now leased by ${holder ?? ours.attrs.publicIP ?? ours.attrs.publicIPv6}; leaving it alone`, 'conflict');
+      this.problems.report('conflict', `CONFLICT: subnet ${this.leaseName} is now leased by ${holder ?? ours.attrs.publicIP ?? ours.attrs.publicIPv6}; leaving it alone`);
       return;
     }
     const ok = await this.withLease(() =>
@@ -569,7 +544,7 @@ export class Daemon {
       const { leases } = await this.store.list();
       this.leases = leases;
     } else if (!ours) {
-      this.logOnce(`CONFLICT: lease ${this.leaseName} is gone from the store and another lease now holds one of its subnets; leaving it alone`, 'conflict');
+      this.problems.report('conflict', `CONFLICT: lease ${this.leaseName} is gone from the store and another lease now holds one of its subnets; leaving it alone`);
     }
   }
 
