@@ -49,7 +49,7 @@ export function pickFree(pool: Pool, leases: readonly LeaseSubnets[], random: ()
 }
 
 /** The address a node is known by: its PublicIP, or its PublicIPv6 on an IPv6-only overlay. */
-export function identity(cfg: NetworkConfig, attrs: LeaseAttrs): IP | undefined {
+export function identity(cfg: NetworkConfig, attrs: Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'>): IP | undefined {
   return cfg.v4 ? attrs.publicIP : attrs.publicIPv6;
 }
 

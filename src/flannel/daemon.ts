@@ -9,22 +9,22 @@
 // IPv4 runs on flannel.<VNI> (IPv4 underlay), IPv6 on flannel-v6.<VNI> (IPv6
 // underlay), as flanneld does; a dual-stack overlay has both, an IPv6-only one
 // only the second. Everything below is done per family with the same code.
-import { IP, Prefix } from '../net/ip';
-import { randomMac } from '../net/mac';
+import type { IP } from '../net/ip';
 import { Serial } from '../util/serial';
 import { readIfExists, removeFile } from '../util/fs';
 import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
 import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
 import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from './lease';
-import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig } from './netconfig';
-import { PlanError, Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import { ConfigError, NetworkConfig, describeNetwork, parseNetworkConfig } from './netconfig';
+import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { LeaseStore, StoreOptions, StoreUnavailable } from './store';
 import { openStore } from './open-store';
 import { Reporter, printable } from './log';
-import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
+import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
+import { formatSubnetEnv, parseSubnetEnv, subnetsOf, writeSubnetEnv } from './subnet-env';
 import { Underlay, describeUnderlay, findUnderlay } from './underlay';
-import { ensureVtep, getLink, vtep6Name, vtepName, vxlanMismatch, deleteLink } from './vtep';
-import { listLinks, type VxlanSpec } from '../iproute/vxlan';
+import { ensureVtep, getLink, vxlanMismatch, deleteLink } from './vtep';
+import { listLinks } from '../iproute/vxlan';
 
 export interface DaemonOptions {
   iface?: string;
@@ -43,8 +43,6 @@ export interface DaemonOptions {
   leaseStore?: LeaseStore;
 }
 
-/** VXLAN over IPv4 costs 50 bytes (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14); over IPv6, 70. */
-export const ENCAP_OVERHEAD = { 4: 50, 6: 70 } as const;
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -53,15 +51,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const renewMarginS = (ttlS: number) => Math.min(3600, ttlS / 2);
 /** How soon a renewal that failed is tried again: a tenth of the margin, from 1 s to 1 min. */
 export const renewRetryMs = (ttlS: number) => Math.min(60_000, Math.max(1000, renewMarginS(ttlS) * 100));
-
-/** One family of the overlay: its pool, its VTEP and (once leased) this node's subnet. */
-interface Side {
-  family: 4 | 6;
-  pool: Pool;
-  spec: VxlanSpec;
-  subnet: Prefix;
-  publicIP: IP;
-}
 
 export class Daemon {
   private store!: LeaseStore;
@@ -144,10 +133,7 @@ export class Daemon {
   private previousSubnets(): LeaseSubnets | undefined {
     try {
       const text = readIfExists(this.opts.subnetFile);
-      const env = text === undefined ? undefined : parseSubnetEnv(text);
-      if (!env) return undefined;
-      const net = (p?: Prefix) => (p ? Prefix.of(p.network, p.length) : undefined);
-      return { subnet: net(env.subnet), ipv6Subnet: net(env.ipv6Subnet) };
+      return text === undefined ? undefined : subnetsOf(parseSubnetEnv(text));
     } catch {
       return undefined;
     }
@@ -189,40 +175,19 @@ export class Daemon {
 
     this.cfg = await this.readConfig();
     const cfg = this.cfg;
-    if (cfg.v4 && !ul.localIP) throw new Error(`the network config enables IPv4 but underlay interface ${ul.dev} has no IPv4 address`);
-    if (cfg.v6 && !ul.localIPv6) {
-      throw new Error(`the network config enables IPv6 but underlay interface ${ul.dev} has no global IPv6 address (add one, or give --iface/--public-ipv6)`);
-    }
-    type Base = Omit<VxlanSpec, 'mac'> & { family: 4 | 6; pool: Pool; publicIP: IP };
-    const bases: Base[] = [];
-    for (const [family, pool] of [[4, cfg.v4], [6, cfg.v6]] as const) {
-      if (!pool) continue;
-      const mtu = cfg.mtu ?? ul.mtu - ENCAP_OVERHEAD[family];
-      const min = family === 4 ? 68 : 1280;
-      if (mtu < min) throw new Error(`IPv${family} VTEP MTU ${mtu} is too small (underlay ${ul.dev} MTU ${ul.mtu}; IPv${family} needs ${min})`);
-      const local = family === 4 ? ul.localIP! : ul.localIPv6!;
-      const publicIP = family === 4 ? ul.publicIP! : ul.publicIPv6!;
-      const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
-      bases.push({ family, pool, publicIP, name, vni: cfg.vni, local: local.toString(), dev: ul.dev, port: cfg.port, mtu });
-    }
-    this.log(`network ${describeNetwork(cfg)}; ${bases.map((b) => `VTEP ${b.name} MTU ${b.mtu}`).join(', ')}, port ${cfg.port}`);
+    const plans = planSides(cfg, ul);
+    this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}`);
 
-    // Each VTEP's MAC is kept: the device's if it is reusable, else the one our lease advertises.
-    const existing = await Promise.all(bases.map(async (b) => {
-      const link = await getLink(b.name, o.netns);
-      return link && !vxlanMismatch(link, { ...b, mac: link.mac }) ? link.mac : undefined;
+    // the devices' MACs where they can be reused (see advertise())
+    const deviceMacs = await Promise.all(plans.map(async ({ vtep }) => {
+      const link = await getLink(vtep.name, o.netns);
+      return link && !vxlanMismatch(link, { ...vtep, mac: link.mac }) ? link.mac : undefined;
     }));
-    const me = cfg.v4 ? ul.publicIP : ul.publicIPv6;
+    const me = identity(cfg, publicAddresses(plans));
     const acquired: Acquired = await this.retry('acquire a subnet lease', async () => {
       const { leases } = await this.store.list();
       const own = leases.find((l) => me && identity(cfg, l.attrs)?.equals(me));
-      const attrs: LeaseAttrs = { backendType: 'vxlan' };
-      if (cfg.v4) Object.assign(attrs, { publicIP: ul.publicIP });
-      if (cfg.v6) Object.assign(attrs, { publicIPv6: ul.publicIPv6 });
-      bases.forEach((b, i) => {
-        if (b.family === 4) Object.assign(attrs, { vni: cfg.vni, vtepMAC: existing[i] ?? own?.attrs.vtepMAC ?? randomMac() });
-        else Object.assign(attrs, { v6Vni: cfg.vni, v6VtepMAC: existing[i] ?? own?.attrs.v6VtepMAC ?? randomMac() });
-      });
+      const attrs = advertise(plans, deviceMacs, own?.attrs);
       this.attrs = attrs;
       try {
         return await acquireLease(this.store, cfg, attrs, { previous: this.previousSubnets(), ttlS: o.leaseTtlS, log: this.log });
@@ -241,13 +206,7 @@ export class Daemon {
     this.permanent = !!acquired.permanent;
     this.leaseWritten();
     this.armRenewal();
-    this.sides = bases.map(({ family, pool, publicIP, ...spec }) => ({
-      family,
-      pool,
-      publicIP,
-      subnet: (family === 4 ? acquired.subnet : acquired.ipv6Subnet)!,
-      spec: { ...spec, mac: (family === 4 ? this.attrs.vtepMAC : this.attrs.v6VtepMAC)! },
-    }));
+    this.sides = leasedSides(plans, acquired, this.attrs);
     this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}${this.permanent ? ', a reservation: kept without a TTL' : ''}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
     this.checkStopped();
 
@@ -323,29 +282,13 @@ export class Daemon {
   }
 
   private peerCount(): number {
-    return this.sides.reduce((n, s) => n + desiredPeers(this.leases, this.self(s), s.pool.network).peers.length, 0);
-  }
-
-  private self(s: Side): Self {
-    return { subnet: s.subnet, publicIP: s.publicIP, vni: this.cfg.vni, mac: s.spec.mac };
-  }
-
-  private subnetEnv(): SubnetEnv {
-    const first = (p: Prefix) => Prefix.of(p.network.next(), p.length);
-    const env: SubnetEnv = { networks: [], ipv6Networks: [], ipMasq: this.opts.ipMasq };
-    for (const s of this.sides) {
-      if (s.family === 4) Object.assign(env, { networks: [s.pool.network], subnet: first(s.subnet) });
-      else Object.assign(env, { ipv6Networks: [s.pool.network], ipv6Subnet: first(s.subnet) });
-    }
-    // One MTU for the pods' interfaces: the smaller VTEP's, so packets of either family fit without PMTU discovery.
-    env.mtu = Math.min(...this.sides.map((s) => s.spec.mtu));
-    return env;
+    return this.sides.reduce((n, s) => n + desiredPeers(this.leases, selfOf(s), s.pool.network).peers.length, 0);
   }
 
   private writeSubnetEnv(): void {
-    const want = formatSubnetEnv(this.subnetEnv());
-    if (readIfExists(this.opts.subnetFile) === want) return;
-    writeSubnetEnv(this.opts.subnetFile, this.subnetEnv());
+    const env = subnetEnvOf(this.sides, this.opts.ipMasq);
+    if (readIfExists(this.opts.subnetFile) === formatSubnetEnv(env)) return;
+    writeSubnetEnv(this.opts.subnetFile, env);
     this.log(`wrote ${this.opts.subnetFile}`);
   }
 
@@ -483,7 +426,7 @@ export class Daemon {
         }
         if (!this.listed) continue; // no picture of the peers yet: leave them as they are
         try {
-          const { peers, skipped } = desiredPeers(this.leases, this.self(s), s.pool.network);
+          const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
           // "lease <subnets>: why" — one log line per lease and family until its reason changes
           for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
           const plan = planPeers(peers, await readActual(s.spec.name, o.netns, s.family), s.spec.name, s.pool.network);
