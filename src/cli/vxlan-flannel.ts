@@ -68,39 +68,20 @@ export async function main(argv: string[]): Promise<void> {
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false),
   ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
-    const { Daemon } = await import('../flannel/daemon');
-    const d = new Daemon({
-      iface: o.iface,
-      publicIp: o.publicIp,
-      publicIpv6: o.publicIpv6,
-      store: storeOptions(o),
-      subnetFile: o.subnetFile,
-      leaseTtlS: o.leaseTtl,
-      reconcileMs: o.reconcileInterval * 1000,
-      ipMasq: o.ipMasq,
-      releaseOnExit: o.releaseOnExit,
-    });
-    let stopping = false;
-    const stop = (sig: string) => {
-      if (stopping) return;
-      stopping = true;
-      d.log(`${sig}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP and routes stay for the next start)'}`);
-      void d.stop().then(() => process.exit(0), (err) => {
-        d.log(`stop failed: ${(err as Error).message}`);
-        process.exit(1);
-      });
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
-    try {
-      await d.start();
-    } catch (err) {
-      if (stopping) return;
-      d.log(`fatal: ${(err as Error).message}`);
-      await d.stop().catch(() => {});
-      process.exit(1);
-    }
-    await new Promise(() => {}); // until a signal
+    const { runDaemon } = await import('../flannel/run-daemon');
+    process.exit(
+      await runDaemon({
+        iface: o.iface,
+        publicIp: o.publicIp,
+        publicIpv6: o.publicIpv6,
+        store: storeOptions(o),
+        subnetFile: o.subnetFile,
+        leaseTtlS: o.leaseTtl,
+        reconcileMs: o.reconcileInterval * 1000,
+        ipMasq: o.ipMasq,
+        releaseOnExit: o.releaseOnExit,
+      }),
+    );
   });
 
   const network = program.command('network').description('the overlay network config (<prefix>/config)');

@@ -1,69 +1,50 @@
 // `vxlan-flannel daemon`: holds this node's lease, keeps the VTEPs and
 // subnet.env in place, and programs every peer's neighbour, FDB entry and
-// route. Changes in the store are programmed as they are seen (etcd watch,
-// file store poll); a periodic full reconcile repairs whatever drifted.
-// When the store is unreachable the overlay is left as it was and the store
-// is retried with backoff; nothing is removed on the word of a store we
-// cannot read.
+// route. Changes are programmed as they are seen (the manager's watch); a
+// periodic full reconcile repairs whatever drifted. When the lease source is
+// unreachable the overlay is left as it was and the source is retried with
+// backoff; nothing is removed on the word of a source we cannot read.
 //
-// IPv4 runs on flannel.<VNI> (IPv4 underlay), IPv6 on flannel-v6.<VNI> (IPv6
-// underlay), as flanneld does; a dual-stack overlay has both, an IPv6-only one
-// only the second. Everything below is done per family with the same code.
-import type { IP } from '../net/ip';
-import { Serial } from '../util/serial';
+// Where leases come from (chosen in etcd or the file store, assigned by
+// Kubernetes) is the SubnetManager's business (manager.ts): the daemon only
+// calls it. The families (IPv4 on flannel.<VNI>, IPv6 on flannel-v6.<VNI>)
+// are "sides" (sides.ts), all handled by the same code.
 import { readIfExists, removeFile } from '../util/fs';
 import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
-import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
-import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from './lease';
-import { ConfigError, NetworkConfig, describeNetwork, parseNetworkConfig } from './netconfig';
-import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
-import { LeaseStore, StoreOptions, StoreUnavailable } from './store';
-import { openStore } from './open-store';
-import { Reporter, printable } from './log';
-import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
-import { formatSubnetEnv, parseSubnetEnv, subnetsOf, writeSubnetEnv } from './subnet-env';
-import { Underlay, describeUnderlay, findUnderlay } from './underlay';
-import { ensureVtep, getLink, vxlanMismatch, deleteLink } from './vtep';
 import { listLinks } from '../iproute/vxlan';
+import { Lease, describeSubnets } from './lease';
+import { Log, Reporter, printable } from './log';
+import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from './manager';
+import { NetworkConfig, describeNetwork } from './netconfig';
+import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
+import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
+import { describeUnderlay, findUnderlay } from './underlay';
+import { deleteLink, ensureVtep, getLink, vxlanMismatch } from './vtep';
 
 export interface DaemonOptions {
   iface?: string;
   publicIp?: string;
   publicIpv6?: string;
-  store: StoreOptions;
   subnetFile: string;
-  leaseTtlS: number;
   reconcileMs: number;
   ipMasq: boolean;
   releaseOnExit: boolean;
+  /** Where log lines go, one per call (control characters are escaped before). */
+  log: Log;
   /** Network namespace to program (tests); the daemon's own when absent. */
   netns?: string;
-  log?: (msg: string) => void;
-  /** An already open lease store instead of opening `store` (tests). */
-  leaseStore?: LeaseStore;
 }
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, half the TTL for short ones. */
-export const renewMarginS = (ttlS: number) => Math.min(3600, ttlS / 2);
-/** How soon a renewal that failed is tried again: a tenth of the margin, from 1 s to 1 min. */
-export const renewRetryMs = (ttlS: number) => Math.min(60_000, Math.max(1000, renewMarginS(ttlS) * 100));
-
 export class Daemon {
-  private store!: LeaseStore;
   private cfg!: NetworkConfig;
-  private underlay!: Underlay;
   private sides: Side[] = [];
-  private subnets: LeaseSubnets = {};
-  private attrs!: LeaseAttrs;
-  /** Our lease's value as last seen in the store (or as we wrote it): what a renewal is guarded by. */
-  private leaseValue = '';
-  private renewAt = 0;
-  /** Our lease is a reservation (no TTL, as flannel keeps them): it is never renewed, and re-written without a TTL. */
-  private permanent = false;
+  /** This node's lease from the moment it is obtained: what --release-on-exit gives back. */
+  private lease?: HeldLease;
   private leases: Lease[] = [];
   /**
    * Whether `leases` came from a successful list. Until one has, peers are
@@ -71,13 +52,10 @@ export class Daemon {
    * remove every peer.
    */
   private listed = false;
-  private stopWatch?: () => void;
+  private storeDown = false;
+  private stopWatch?: Unwatch;
   /** The next periodic reconcile (re-armed when one ends: two never overlap). */
   private timer?: NodeJS.Timeout;
-  /** The next renewal of our lease: its own timer, from the TTL, whatever the reconcile interval. */
-  private renewTimer?: NodeJS.Timeout;
-  /** Writes of our own lease (renewal, re-creation, release), one at a time. */
-  private readonly leaseWrites = new Serial();
   private debounce?: NodeJS.Timeout;
   private running?: Promise<void>;
   private again = false;
@@ -87,10 +65,7 @@ export class Daemon {
   /** Wakes start()'s retry sleeps when stop() is called. */
   private wake?: () => void;
   private readonly stopSignal = new Promise<void>((resolve) => (this.wake = resolve));
-  /** The lease this daemon holds (taken or adopted) from the moment it is known: what --release-on-exit gives back. */
-  private held?: LeaseSubnets;
-  private storeDown = false;
-  readonly log: (msg: string) => void;
+  readonly log: Log;
   /** Failures met on every pass, each logged when it appears, changes or ends. */
   private readonly problems: Reporter;
   /**
@@ -100,9 +75,12 @@ export class Daemon {
    */
   private readonly watchTroubles: Reporter;
 
-  constructor(private readonly opts: DaemonOptions) {
-    const sink = opts.log ?? ((msg: string) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${msg}\n`));
-    this.log = (msg) => sink(printable(msg)); // one line each, whatever the store held
+  /** `manager` is open; stop() closes it. */
+  constructor(
+    private readonly manager: SubnetManager,
+    private readonly opts: DaemonOptions,
+  ) {
+    this.log = (msg) => opts.log(printable(msg)); // one line each, whatever the store held
     this.problems = new Reporter(this.log);
     this.watchTroubles = new Reporter(this.log);
   }
@@ -129,31 +107,6 @@ export class Daemon {
     }
   }
 
-  /** The subnets of the previous subnet.env (network addresses), tried first. */
-  private previousSubnets(): LeaseSubnets | undefined {
-    try {
-      const text = readIfExists(this.opts.subnetFile);
-      return text === undefined ? undefined : subnetsOf(parseSubnetEnv(text));
-    } catch {
-      return undefined;
-    }
-  }
-
-  private async readConfig(): Promise<NetworkConfig> {
-    return this.retry('read the network config', async () => {
-      const text = await this.store.getConfig();
-      if (text === undefined) {
-        throw new Error(`${this.store.description} has no network config; set one with \`vxlan-flannel network set --network CIDR\``);
-      }
-      try {
-        return parseNetworkConfig(text);
-      } catch (err) {
-        if (err instanceof ConfigError) throw new Error(`bad network config in ${this.store.description}: ${err.message}`);
-        throw err;
-      }
-    });
-  }
-
   /** Brings the overlay up; resolves once it runs. stop() may be called at any time, also during start(). */
   start(): Promise<void> {
     this.starting = this.startUp();
@@ -167,47 +120,33 @@ export class Daemon {
 
   private async startUp(): Promise<void> {
     const o = this.opts;
-    this.underlay = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
-    const ul = this.underlay;
+    const ul = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
     this.log(describeUnderlay(ul));
-    this.store = o.leaseStore ?? (await openStore(o.store));
-    this.log(`lease store: ${this.store.description}`);
+    this.log(`lease store: ${this.manager.description}`);
 
-    this.cfg = await this.readConfig();
-    const cfg = this.cfg;
+    const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
+    this.cfg = cfg;
     const plans = planSides(cfg, ul);
     this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}`);
 
     // the devices' MACs where they can be reused (see advertise())
-    const deviceMacs = await Promise.all(plans.map(async ({ vtep }) => {
-      const link = await getLink(vtep.name, o.netns);
-      return link && !vxlanMismatch(link, { ...vtep, mac: link.mac }) ? link.mac : undefined;
-    }));
-    const me = identity(cfg, publicAddresses(plans));
-    const acquired: Acquired = await this.retry('acquire a subnet lease', async () => {
-      const { leases } = await this.store.list();
-      const own = leases.find((l) => me && identity(cfg, l.attrs)?.equals(me));
-      const attrs = advertise(plans, deviceMacs, own?.attrs);
-      this.attrs = attrs;
-      try {
-        return await acquireLease(this.store, cfg, attrs, { previous: this.previousSubnets(), ttlS: o.leaseTtlS, log: this.log });
-      } catch (err) {
-        if (err instanceof PoolFullError) throw new Error(`${err.message}; waiting for a lease to be released or to expire`);
-        throw err;
-      }
+    const deviceMacs = await Promise.all(
+      plans.map(async ({ vtep }) => {
+        const link = await getLink(vtep.name, o.netns);
+        return link && !vxlanMismatch(link, { ...vtep, mac: link.mac }) ? link.mac : undefined;
+      }),
+    );
+    const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
+      const attrs = advertise(plans, deviceMacs, await this.manager.previousAttrs(cfg, publicAddresses(plans)));
+      return { lease: await this.manager.acquireLease(cfg, attrs, { log: this.log, resync: (why) => this.schedule(why) }), attrs };
     });
-    this.subnets = { subnet: acquired.subnet, ipv6Subnet: acquired.ipv6Subnet };
-    this.held = this.subnets; // from now on, a stop with --release-on-exit gives it back
-    // The list the lease was chosen from is the first picture of the peers: if the
-    // store stops answering right now, the overlay is programmed from it, not emptied.
-    this.leases = acquired.listed.leases;
+    this.lease = lease; // from now on, a stop with --release-on-exit gives it back
+    // The list the lease was obtained from is the first picture of the peers: if the
+    // source stops answering right now, the overlay is programmed from it, not emptied.
+    this.leases = lease.listed.leases;
     this.listed = true;
-    this.leaseValue = acquired.value;
-    this.permanent = !!acquired.permanent;
-    this.leaseWritten();
-    this.armRenewal();
-    this.sides = leasedSides(plans, acquired, this.attrs);
-    this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}${this.permanent ? ', a reservation: kept without a TTL' : ''}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
+    this.sides = leasedSides(plans, lease, attrs);
+    this.log(`lease ${describeSubnets(lease)} (${lease.how}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
     this.checkStopped();
 
     const created: string[] = [];
@@ -222,22 +161,21 @@ export class Daemon {
     } catch (err) {
       // Nothing half-done: a lease we just took is given back, devices we just made go.
       for (const name of created) await deleteLink(name, o.netns).catch(() => {});
-      clearTimeout(this.renewTimer);
-      this.held = undefined; // given back, or (reused) left as it was before this start
-      if (acquired.how !== 'reused') await this.withLease(() => this.store.remove(this.subnets)).catch(() => {});
+      this.lease = undefined; // given back, or (held before this start) left as it was
+      await lease.abandon();
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
     this.checkStopped();
     await this.removeStaleVteps();
     this.checkStopped();
-    // Watch from the list the lease was chosen from, before the first reconcile lists
+    // Watch from the list the lease was obtained from, before the first reconcile lists
     // again: a change made at any moment since then is reported (etcd replays it from
     // that revision; the file store compares with that list's signature), none falls
     // between a list and the start of the watch.
-    this.stopWatch = this.store.watch(
+    this.stopWatch = this.manager.watchLeases(
       (why) => this.watchDelivered(why),
       (err) => this.watchTroubles.report(err.message, `watch: ${err.message}`),
-      acquired.listed.revision,
+      lease.listed.revision,
     );
     await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
     if (!this.stopped) this.timer = setTimeout(() => void this.tick(), o.reconcileMs);
@@ -294,7 +232,7 @@ export class Daemon {
 
   /** The watch reported a change: it works (again), so its next failure is reported too. */
   private watchDelivered(why: string): void {
-    if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.store.description} again (${why})`);
+    if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
     this.schedule(why);
   }
 
@@ -311,11 +249,7 @@ export class Daemon {
   private async tick(): Promise<void> {
     if (this.stopped) return;
     try {
-      try {
-        await this.store.expire?.();
-      } catch (err) {
-        this.problems.report('expire', `cannot expire old leases: ${(err as Error).message}`);
-      }
+      await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
       if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
       await this.sync('periodic reconcile');
     } finally {
@@ -323,58 +257,8 @@ export class Daemon {
     }
   }
 
-  private get leaseName(): string {
-    return describeSubnets(this.subnets);
-  }
-
-  /**
-   * Runs a write of our own lease once the previous one has finished: two
-   * renewals interleaving in the etcd store could revoke the etcd lease the
-   * key had just been moved to, deleting our live lease.
-   */
-  private withLease<T>(fn: () => Promise<T>): Promise<T> {
-    return this.leaseWrites.run(fn);
-  }
-
-  /** Our lease was just written with a fresh TTL. */
-  private leaseWritten(): void {
-    this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
-  }
-
-  /** Arms the renewal timer (at renewAt, or after `delayMs`); a reservation is never renewed. */
-  private armRenewal(delayMs = this.renewAt - Date.now()): void {
-    clearTimeout(this.renewTimer);
-    this.renewTimer = undefined;
-    if (this.stopped || this.permanent) return;
-    this.renewTimer = setTimeout(() => void this.renew(), Math.max(0, Math.min(delayMs, 2 ** 31 - 1)));
-  }
-
-  private renew(): Promise<void> {
-    return this.withLease(async () => {
-      if (this.stopped || this.permanent) return;
-      const ttl = this.opts.leaseTtlS;
-      try {
-        const ok = await this.store.renew(this.subnets, this.attrs, ttl, this.leaseValue);
-        if (!ok) {
-          this.problems.report('renew', `cannot renew lease ${this.leaseName}: it now holds another node's data`);
-          this.schedule('lease renewal refused'); // the reconcile looks at what it holds now
-          this.armRenewal(renewRetryMs(ttl));
-          return;
-        }
-        this.leaseValue = encodeAttrs(this.attrs);
-        this.leaseWritten();
-        this.problems.clear('renew');
-        this.log(`renewed lease ${this.leaseName} for ${ttl} s`);
-        this.armRenewal();
-      } catch (err) {
-        this.problems.report('renew', `cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${renewRetryMs(ttl) / 1000} s`);
-        this.armRenewal(renewRetryMs(ttl));
-      }
-    });
-  }
-
   /** One reconcile at a time; a request while one runs makes it run once more. */
-  sync(why: string): Promise<void> {
+  private sync(why: string): Promise<void> {
     if (this.running) {
       this.again = true;
       return this.running;
@@ -397,11 +281,11 @@ export class Daemon {
     const o = this.opts;
     let fresh = false;
     try {
-      const res = await this.store.list();
+      const res = await this.manager.listLeases();
       this.leases = res.leases;
       this.listed = true;
       fresh = true;
-      if (this.storeDown) this.log(`lease store ${this.store.description} is reachable again`);
+      if (this.storeDown) this.log(`lease store ${this.manager.description} is reachable again`);
       this.storeDown = false;
       for (const b of res.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
     } catch (err) {
@@ -411,7 +295,8 @@ export class Daemon {
       this.storeDown = true;
     }
     try {
-      if (fresh) await this.checkOwnLease();
+      // our lease written again (deleted by hand, expired while the store was away): list once more to see it
+      if (fresh && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
       let vtepsUp = true;
       for (const s of this.sides) {
         try {
@@ -453,74 +338,33 @@ export class Daemon {
     }
   }
 
-  /** Our lease must still be ours: re-created if it vanished (deleted by hand, expired while the store was down). */
-  private async checkOwnLease(): Promise<void> {
-    const key = leaseKey(this.subnets);
-    const ours = this.leases.find((l) => leaseKey(l) === key);
-    const mine = encodeAttrs(this.attrs);
-    if (ours && encodeAttrs(ours.attrs) === mine) {
-      // ours, whatever its spelling: the next renewal is guarded by the value as stored
-      this.leaseValue = ours.raw ?? mine;
-      if (this.permanent !== !!ours.permanent) {
-        this.permanent = !!ours.permanent; // an operator turned it into a reservation, or back
-        this.armRenewal();
-      }
-      return;
-    }
-    const me = identity(this.cfg, this.attrs)!;
-    const holder = ours && identity(this.cfg, ours.attrs);
-    if (ours && !holder?.equals(me)) {
-      this.problems.report('conflict', `CONFLICT: subnet ${this.leaseName} is now leased by ${holder ?? ours.attrs.publicIP ?? ours.attrs.publicIPv6}; leaving it alone`);
-      return;
-    }
-    const ok = await this.withLease(() =>
-      ours
-        ? this.store.renew(this.subnets, this.attrs, ours.permanent ? 0 : this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
-        : this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS),
-    );
-    if (ok) {
-      this.leaseValue = mine;
-      this.permanent = !!ours?.permanent; // a reservation re-written stays one; a re-created lease has a TTL
-      this.leaseWritten();
-      this.armRenewal();
-      this.log(`lease ${this.leaseName} was ${ours ? 'changed' : 'gone'} in the store: written again`);
-      const { leases } = await this.store.list();
-      this.leases = leases;
-    } else if (!ours) {
-      this.problems.report('conflict', `CONFLICT: lease ${this.leaseName} is gone from the store and another lease now holds one of its subnets; leaving it alone`);
-    }
-  }
-
-  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. */
+  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. Closes the manager. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
     clearTimeout(this.timer);
-    clearTimeout(this.renewTimer);
     clearTimeout(this.debounce);
+    this.lease?.stop();
     // A start in progress stops at its next step; once it has, whether a lease is held is known
     // (a lease taken while the signal arrived is given back, not left to expire).
     await this.starting?.catch(() => {});
-    clearTimeout(this.renewTimer);
+    this.lease?.stop();
     this.stopWatch?.();
     await this.running?.catch(() => {});
-    if (this.opts.releaseOnExit && this.held) {
+    if (this.opts.releaseOnExit && this.lease) {
+      const name = describeSubnets(this.lease);
       try {
-        await this.withLease(() => this.store.remove(this.subnets)); // after a renewal in flight, never beside it
-        this.log(`released lease ${this.leaseName}`);
+        await this.lease.release();
+        this.log(`released lease ${name}`);
       } catch (err) {
-        this.log(`cannot release lease ${this.leaseName}: ${(err as Error).message}`);
+        this.log(`cannot release lease ${name}: ${(err as Error).message}`);
       }
       for (const s of this.sides) {
         await deleteLink(s.spec.name, this.opts.netns).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
       }
       removeFile(this.opts.subnetFile);
     }
-    await this.store?.close();
-  }
-
-  get publicIP(): IP | undefined {
-    return this.underlay.publicIP ?? this.underlay.publicIPv6;
+    await this.manager.close();
   }
 }
