@@ -17,6 +17,7 @@ import { Log, Reporter, printable } from './log';
 import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from './manager';
 import { NetworkConfig, describeNetwork } from './netconfig';
 import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import { ReconcileLoop } from './reconcile-loop';
 import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
 import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { describeUnderlay, findUnderlay } from './underlay';
@@ -54,11 +55,7 @@ export class Daemon {
   private listed = false;
   private storeDown = false;
   private stopWatch?: Unwatch;
-  /** The next periodic reconcile (re-armed when one ends: two never overlap). */
-  private timer?: NodeJS.Timeout;
-  private debounce?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private again = false;
+  private readonly loop: ReconcileLoop;
   private stopped = false;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
@@ -83,6 +80,7 @@ export class Daemon {
     this.log = (msg) => opts.log(printable(msg)); // one line each, whatever the store held
     this.problems = new Reporter(this.log);
     this.watchTroubles = new Reporter(this.log);
+    this.loop = new ReconcileLoop((why) => this.reconcile(why), opts.reconcileMs, () => this.housekeeping());
   }
 
   /**
@@ -138,7 +136,7 @@ export class Daemon {
     );
     const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
       const attrs = advertise(plans, deviceMacs, await this.manager.previousAttrs(cfg, publicAddresses(plans)));
-      return { lease: await this.manager.acquireLease(cfg, attrs, { log: this.log, resync: (why) => this.schedule(why) }), attrs };
+      return { lease: await this.manager.acquireLease(cfg, attrs, { log: this.log, resync: (why) => this.loop.request(why) }), attrs };
     });
     this.lease = lease; // from now on, a stop with --release-on-exit gives it back
     // The list the lease was obtained from is the first picture of the peers: if the
@@ -177,8 +175,8 @@ export class Daemon {
       (err) => this.watchTroubles.report(err.message, `watch: ${err.message}`),
       lease.listed.revision,
     );
-    await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
-    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), o.reconcileMs);
+    await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
+    this.loop.startPeriodic();
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
   }
 
@@ -233,51 +231,17 @@ export class Daemon {
   /** The watch reported a change: it works (again), so its next failure is reported too. */
   private watchDelivered(why: string): void {
     if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
-    this.schedule(why);
+    this.loop.request(why);
   }
 
-  private schedule(why: string): void {
-    if (this.stopped) return;
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.sync(why), 20);
+  /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
+  private async housekeeping(): Promise<void> {
+    await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
+    if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
-  /**
-   * The periodic reconcile. The next one is armed only when this one has
-   * finished: a slow store never makes two run at once (setInterval would).
-   */
-  private async tick(): Promise<void> {
-    if (this.stopped) return;
-    try {
-      await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
-      if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
-      await this.sync('periodic reconcile');
-    } finally {
-      if (!this.stopped) this.timer = setTimeout(() => void this.tick(), this.opts.reconcileMs);
-    }
-  }
-
-  /** One reconcile at a time; a request while one runs makes it run once more. */
-  private sync(why: string): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.syncOnce(why);
-        } while (this.again && !this.stopped);
-      } finally {
-        this.running = undefined;
-      }
-    })();
-    return this.running;
-  }
-
-  private async syncOnce(why: string): Promise<void> {
-    if (this.stopped) return;
+  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each VTEP and its peers, subnet.env. */
+  private async reconcile(why: string): Promise<void> {
     const o = this.opts;
     let fresh = false;
     try {
@@ -343,15 +307,14 @@ export class Daemon {
     if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
-    clearTimeout(this.timer);
-    clearTimeout(this.debounce);
+    const passDone = this.loop.stop();
     this.lease?.stop();
     // A start in progress stops at its next step; once it has, whether a lease is held is known
     // (a lease taken while the signal arrived is given back, not left to expire).
     await this.starting?.catch(() => {});
     this.lease?.stop();
     this.stopWatch?.();
-    await this.running?.catch(() => {});
+    await passDone;
     if (this.opts.releaseOnExit && this.lease) {
       const name = describeSubnets(this.lease);
       try {
