@@ -10,7 +10,7 @@
 // calls it. The families (IPv4 on flannel.<VNI>, IPv6 on flannel-v6.<VNI>)
 // are "sides" (sides.ts), all handled by the same code.
 import { readIfExists, removeFile } from '../util/fs';
-import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
+import { readSysctl, writeSysctl } from '../iproute/sysctl';
 import { listLinks } from '../iproute/vxlan';
 import { Lease, describeSubnets } from './lease';
 import { Log, Reporter, printable } from './log';
@@ -33,8 +33,6 @@ export interface DaemonOptions {
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
-  /** Network namespace to program (tests); the daemon's own when absent. */
-  netns?: string;
 }
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
@@ -118,7 +116,7 @@ export class Daemon {
 
   private async startUp(): Promise<void> {
     const o = this.opts;
-    const ul = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
+    const ul = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 });
     this.log(describeUnderlay(ul));
     this.log(`lease store: ${this.manager.description}`);
 
@@ -130,7 +128,7 @@ export class Daemon {
     // the devices' MACs where they can be reused (see advertise())
     const deviceMacs = await Promise.all(
       plans.map(async ({ vtep }) => {
-        const link = await getLink(vtep.name, o.netns);
+        const link = await getLink(vtep.name);
         return link && !vxlanMismatch(link, { ...vtep, mac: link.mac }) ? link.mac : undefined;
       }),
     );
@@ -150,7 +148,7 @@ export class Daemon {
     const created: string[] = [];
     try {
       for (const s of this.sides) {
-        const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
+        const r = await ensureVtep(s.spec, s.subnet.network.toString());
         if (r.created) created.push(s.spec.name);
         if (r.replaced) this.log(`replaced the incompatible ${s.spec.name}: ${r.replaced}`);
         else this.log(`${r.created ? 'created' : 'reusing'} VTEP ${s.spec.name}`);
@@ -158,7 +156,7 @@ export class Daemon {
       if (cfg.v6) await this.ipv6Forwarding(true);
     } catch (err) {
       // Nothing half-done: a lease we just took is given back, devices we just made go.
-      for (const name of created) await deleteLink(name, o.netns).catch(() => {});
+      for (const name of created) await deleteLink(name).catch(() => {});
       this.lease = undefined; // given back, or (held before this start) left as it was
       await lease.abandon();
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
@@ -190,7 +188,7 @@ export class Daemon {
     const ours = new Set(this.sides.map((s) => s.spec.name));
     let links;
     try {
-      links = await listLinks(this.opts.netns);
+      links = await listLinks();
     } catch (err) {
       this.log(`cannot look for VTEPs of an earlier network config: ${(err as Error).message}`);
       return;
@@ -198,7 +196,7 @@ export class Daemon {
     for (const l of links) {
       if (ours.has(l.name) || l.kind !== 'vxlan' || !/^flannel(-v6)?\.\d+$/.test(l.name)) continue;
       try {
-        await deleteLink(l.name, this.opts.netns);
+        await deleteLink(l.name);
         this.log(`removed ${l.name} (VNI ${l.vxlan?.id}), a VTEP of an earlier network config, with its routes, neighbours and FDB entries`);
       } catch (err) {
         this.log(`cannot remove ${l.name}, a VTEP of an earlier network config: ${(err as Error).message}`);
@@ -208,10 +206,6 @@ export class Daemon {
 
   /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */
   private async ipv6Forwarding(atStart: boolean): Promise<void> {
-    if (this.opts.netns) {
-      if (atStart) await setSysctlsIn(this.opts.netns, [[FORWARDING6, '1']]);
-      return;
-    }
     if (readSysctl(FORWARDING6) === '1') return;
     writeSysctl(FORWARDING6, '1');
     this.log(`IPv6 forwarding was off: set net.ipv6.conf.all.forwarding=1${atStart ? '' : ' again'}`);
@@ -242,7 +236,6 @@ export class Daemon {
 
   /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each VTEP and its peers, subnet.env. */
   private async reconcile(why: string): Promise<void> {
-    const o = this.opts;
     let fresh = false;
     try {
       const res = await this.manager.listLeases();
@@ -264,7 +257,7 @@ export class Daemon {
       let vtepsUp = true;
       for (const s of this.sides) {
         try {
-          const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
+          const r = await ensureVtep(s.spec, s.subnet.network.toString());
           if (r.created) this.log(`VTEP ${s.spec.name} was missing (${why}): recreated`);
           if (r.replaced) this.log(`VTEP ${s.spec.name} had been changed (${r.replaced}): replaced`);
           this.problems.clear(`vtep ${s.spec.name}`, `VTEP ${s.spec.name} is in place again`);
@@ -278,10 +271,10 @@ export class Daemon {
           const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
           // "lease <subnets>: why" — one log line per lease and family until its reason changes
           for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
-          const plan = planPeers(peers, await readActual(s.spec.name, o.netns, s.family), s.spec.name, s.pool.network);
+          const plan = planPeers(peers, await readActual(s.spec.name, undefined, s.family), s.spec.name, s.pool.network);
           if (plan.changes.length) {
             try {
-              await applyPlan(plan, o.netns);
+              await applyPlan(plan);
               for (const c of plan.changes) this.log(`${c} (${why})`);
             } catch (err) {
               // the rest was made all the same: say so, then report what the kernel refused
@@ -324,7 +317,7 @@ export class Daemon {
         this.log(`cannot release lease ${name}: ${(err as Error).message}`);
       }
       for (const s of this.sides) {
-        await deleteLink(s.spec.name, this.opts.netns).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
+        await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
       }
       removeFile(this.opts.subnetFile);
     }

@@ -11,7 +11,7 @@ import type { StoreOptions } from './store';
 import { StoreManager } from './store-manager';
 import { parseSubnetEnv, subnetsOf } from './subnet-env';
 
-export interface RunOptions extends Omit<DaemonOptions, 'log' | 'netns'> {
+export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   store: StoreOptions;
   /** Lifetime of our lease in seconds (--lease-ttl). */
   leaseTtlS: number;
