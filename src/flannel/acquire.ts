@@ -25,7 +25,6 @@ export interface Acquired extends LeaseSubnets {
 const MAX_ATTEMPTS = 20;
 const ENUMERATE_LIMIT = 1n << 16n;
 
-
 /** A random free subnet of the pool, or undefined when every one is leased. */
 export function pickFree(pool: Pool, leases: readonly LeaseSubnets[], random: () => number = Math.random): Prefix | undefined {
   const size = poolSize(pool);

@@ -15,7 +15,7 @@ import { listLinks } from '../iproute/vxlan';
 import { Lease, describeSubnets } from './lease';
 import { Log, Reporter, printable } from './log';
 import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from './manager';
-import { NetworkConfig, describeNetwork } from './netconfig';
+import { describeNetwork } from './netconfig';
 import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { ReconcileLoop } from './reconcile-loop';
 import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
@@ -40,17 +40,11 @@ const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class Daemon {
-  private cfg!: NetworkConfig;
   private sides: Side[] = [];
   /** This node's lease from the moment it is obtained: what --release-on-exit gives back. */
   private lease?: HeldLease;
+  /** The peers' picture: the last list that succeeded (see refreshLeases). */
   private leases: Lease[] = [];
-  /**
-   * Whether `leases` came from a successful list. Until one has, peers are
-   * never planned: an empty list that only means "etcd did not answer" would
-   * remove every peer.
-   */
-  private listed = false;
   private storeDown = false;
   private stopWatch?: Unwatch;
   private readonly loop: ReconcileLoop;
@@ -60,7 +54,7 @@ export class Daemon {
   /** Wakes start()'s retry sleeps when stop() is called. */
   private wake?: () => void;
   private readonly stopSignal = new Promise<void>((resolve) => (this.wake = resolve));
-  readonly log: Log;
+  private readonly log: Log;
   /** Failures met on every pass, each logged when it appears, changes or ends. */
   private readonly problems: Reporter;
   /**
@@ -121,7 +115,6 @@ export class Daemon {
     this.log(`lease store: ${this.manager.description}`);
 
     const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
-    this.cfg = cfg;
     const plans = planSides(cfg, ul);
     this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}`);
 
@@ -140,7 +133,6 @@ export class Daemon {
     // The list the lease was obtained from is the first picture of the peers: if the
     // source stops answering right now, the overlay is programmed from it, not emptied.
     this.leases = lease.listed.leases;
-    this.listed = true;
     this.sides = leasedSides(plans, lease, attrs);
     this.log(`lease ${describeSubnets(lease)} (${lease.how}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
     this.checkStopped();
@@ -231,68 +223,78 @@ export class Daemon {
   /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
   private async housekeeping(): Promise<void> {
     await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
-    if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
+    if (this.sides.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
-  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each VTEP and its peers, subnet.env. */
+  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each side's VTEP and peers, subnet.env. */
   private async reconcile(why: string): Promise<void> {
-    let fresh = false;
+    try {
+      // our lease written again (deleted by hand, expired while the store was away): list once more to see it
+      if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
+      let vtepsUp = true;
+      for (const s of this.sides) vtepsUp = (await this.reconcileSide(s, why)) && vtepsUp;
+      // the VTEPs are up: pods can be attached even if a peer failed to program
+      if (vtepsUp) this.writeSubnetEnv();
+      this.problems.clear('reconcile');
+    } catch (err) {
+      this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
+    }
+  }
+
+  /**
+   * Lists the leases; true when that worked. When it did not, `leases` stays
+   * the last list that did (at first the one the lease was obtained from):
+   * the overlay is never planned from a list that failed.
+   */
+  private async refreshLeases(): Promise<boolean> {
     try {
       const res = await this.manager.listLeases();
       this.leases = res.leases;
-      this.listed = true;
-      fresh = true;
       if (this.storeDown) this.log(`lease store ${this.manager.description} is reachable again`);
       this.storeDown = false;
       for (const b of res.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
+      return true;
     } catch (err) {
       if (!this.storeDown) {
         this.log(`${err instanceof StoreUnavailable ? '' : 'cannot list leases: '}${(err as Error).message}; keeping the overlay as programmed`);
       }
       this.storeDown = true;
+      return false;
+    }
+  }
+
+  /** One side: its VTEP in place, then its peers' neighbours, FDB entries and routes. Resolves whether the VTEP is up. */
+  private async reconcileSide(s: Side, why: string): Promise<boolean> {
+    const name = s.spec.name;
+    try {
+      const r = await ensureVtep(s.spec, s.subnet.network.toString());
+      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
+      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
+      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
+    } catch (err) {
+      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
+      return false;
     }
     try {
-      // our lease written again (deleted by hand, expired while the store was away): list once more to see it
-      if (fresh && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
-      let vtepsUp = true;
-      for (const s of this.sides) {
+      const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
+      // "lease <subnets>: why" — one log line per lease and family until its reason changes
+      for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+      const plan = planPeers(peers, await readActual(name, undefined, s.family), name, s.pool.network);
+      if (plan.changes.length) {
         try {
-          const r = await ensureVtep(s.spec, s.subnet.network.toString());
-          if (r.created) this.log(`VTEP ${s.spec.name} was missing (${why}): recreated`);
-          if (r.replaced) this.log(`VTEP ${s.spec.name} had been changed (${r.replaced}): replaced`);
-          this.problems.clear(`vtep ${s.spec.name}`, `VTEP ${s.spec.name} is in place again`);
+          await applyPlan(plan);
+          for (const c of plan.changes) this.log(`${c} (${why})`);
         } catch (err) {
-          vtepsUp = false;
-          this.problems.report(`vtep ${s.spec.name}`, `reconcile failed: VTEP ${s.spec.name}: ${(err as Error).message}; retrying on each reconcile`);
-          continue;
-        }
-        if (!this.listed) continue; // no picture of the peers yet: leave them as they are
-        try {
-          const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
-          // "lease <subnets>: why" — one log line per lease and family until its reason changes
-          for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
-          const plan = planPeers(peers, await readActual(s.spec.name, undefined, s.family), s.spec.name, s.pool.network);
-          if (plan.changes.length) {
-            try {
-              await applyPlan(plan);
-              for (const c of plan.changes) this.log(`${c} (${why})`);
-            } catch (err) {
-              // the rest was made all the same: say so, then report what the kernel refused
-              if (err instanceof PlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
-              throw err;
-            }
-          }
-          this.problems.clear(`peers ${s.spec.name}`, `${s.spec.name}: every peer is programmed again`);
-        } catch (err) {
-          this.problems.report(`peers ${s.spec.name}`, `reconcile failed: ${s.spec.name} peers: ${(err as Error).message}; retrying on each reconcile`);
+          // the rest was made all the same: say so, then report what the kernel refused
+          if (err instanceof PlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+          throw err;
         }
       }
-      // the VTEPs are up: pods can be attached even if a peer failed to program
-      if (vtepsUp && this.listed) this.writeSubnetEnv();
-      this.problems.clear('reconcile');
+      this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
-      this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
+      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}; retrying on each reconcile`);
     }
+    return true;
   }
 
   /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. Closes the manager. */

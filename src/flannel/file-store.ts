@@ -19,7 +19,7 @@ import type { LeaseStore } from './store';
 import type { LeaseList } from './manager';
 
 const LOCK_TIMEOUT_MS = 15_000;
-export const POLL_MS = 300;
+const POLL_MS = 300;
 
 export class FileStore implements LeaseStore {
   readonly description: string;
