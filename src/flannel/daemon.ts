@@ -10,6 +10,7 @@
 // calls it. The families (IPv4 on flannel.<VNI>, IPv6 on flannel-v6.<VNI>)
 // are "sides" (sides.ts), all handled by the same code.
 import { readIfExists, removeFile } from '../util/fs';
+import { settleAll } from '../util/settle';
 import { readSysctl, writeSysctl } from '../iproute/sysctl';
 import { listLinks } from '../iproute/vxlan';
 import { Lease, describeSubnets } from './lease';
@@ -119,7 +120,7 @@ export class Daemon {
     this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}`);
 
     // the devices' MACs where they can be reused (see advertise())
-    const deviceMacs = await Promise.all(
+    const deviceMacs = await settleAll(
       plans.map(async ({ vtep }) => {
         const link = await getLink(vtep.name);
         return link && !vxlanMismatch(link, { ...vtep, mac: link.mac }) ? link.mac : undefined;
