@@ -13,7 +13,8 @@
 //   watch), and the network config is a file (net-conf.json).
 //
 // The daemon only calls this interface and never knows which kind it runs on.
-// Types only (and one error): every source imports this, this imports none.
+// Types only (and one error): every source implements this; it imports
+// nothing but the lease and network config types.
 import type { Lease, LeaseAttrs, LeaseSubnets } from './lease';
 import type { NetworkConfig } from './netconfig';
 
@@ -27,7 +28,7 @@ export interface LeaseList {
   bad: { key: string; why: string }[];
   /**
    * Where the list was read (etcd's revision, the file store's directory
-   * signature, a Kubernetes resourceVersion). Passed to watchLeases(), no
+   * signature, a Kubernetes resourceVersion). Passed to watchLeases(): no
    * change made after this list is missed, however late the watch starts.
    */
   revision?: string;
