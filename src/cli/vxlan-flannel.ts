@@ -1,10 +1,13 @@
-// vxlan-flannel's node daemon and operator commands.
+// vxlan-flannel's command line: the node daemon and the operator commands.
+// Parses flags and prints; the work is in src/flannel.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './common';
-import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
+import { Prefix } from '../net/ip';
+import { formatLeases, leaseRows, releaseSubnet } from '../flannel/leases';
+import { NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
+import { withStore } from '../flannel/open-store';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store';
-import { openStore } from '../flannel/open-store';
-import type { NetworkConfigOptions } from '../flannel/netconfig';
+import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -68,39 +71,20 @@ export async function main(argv: string[]): Promise<void> {
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false),
   ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
-    const { Daemon } = await import('../flannel/daemon');
-    const d = new Daemon({
-      iface: o.iface,
-      publicIp: o.publicIp,
-      publicIpv6: o.publicIpv6,
-      store: storeOptions(o),
-      subnetFile: o.subnetFile,
-      leaseTtlS: o.leaseTtl,
-      reconcileMs: o.reconcileInterval * 1000,
-      ipMasq: o.ipMasq,
-      releaseOnExit: o.releaseOnExit,
-    });
-    let stopping = false;
-    const stop = (sig: string) => {
-      if (stopping) return;
-      stopping = true;
-      d.log(`${sig}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP and routes stay for the next start)'}`);
-      void d.stop().then(() => process.exit(0), (err) => {
-        d.log(`stop failed: ${(err as Error).message}`);
-        process.exit(1);
-      });
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
-    try {
-      await d.start();
-    } catch (err) {
-      if (stopping) return;
-      d.log(`fatal: ${(err as Error).message}`);
-      await d.stop().catch(() => {});
-      process.exit(1);
-    }
-    await new Promise(() => {}); // until a signal
+    const { runDaemon } = await import('../flannel/run-daemon');
+    process.exit(
+      await runDaemon({
+        iface: o.iface,
+        publicIp: o.publicIp,
+        publicIpv6: o.publicIpv6,
+        store: storeOptions(o),
+        subnetFile: o.subnetFile,
+        leaseTtlS: o.leaseTtl,
+        reconcileMs: o.reconcileInterval * 1000,
+        ipMasq: o.ipMasq,
+        releaseOnExit: o.releaseOnExit,
+      }),
+    );
   });
 
   const network = program.command('network').description('the overlay network config (<prefix>/config)');
@@ -121,7 +105,6 @@ export async function main(argv: string[]): Promise<void> {
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
       .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
   ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean }) => {
-    const { formatNetworkConfig } = await import('../flannel/netconfig');
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
     const text = formatNetworkConfig({
@@ -138,54 +121,22 @@ export async function main(argv: string[]): Promise<void> {
       port: o.port,
       mtu: o.mtu,
     });
-    const store = await openStore(storeOptions(o));
-    try {
-      await store.setConfig(text);
-      process.stdout.write(`${text}\n`);
-    } finally {
-      await store.close();
-    }
+    await withStore(storeOptions(o), (store) => store.setConfig(text));
+    process.stdout.write(`${text}\n`);
   });
   storeFlags(network.command('get').description('print the network config')).action(async (o: StoreFlags) => {
-    const store = await openStore(storeOptions(o));
-    try {
-      const text = await store.getConfig();
-      if (text === undefined) throw new Error(`${store.description} has no network config`);
-      process.stdout.write(`${text}\n`);
-    } finally {
-      await store.close();
-    }
+    const text = await withStore(storeOptions(o), async (store) => {
+      const config = await store.getConfig();
+      if (config === undefined) throw new Error(`${store.description} has no network config`);
+      return config;
+    });
+    process.stdout.write(`${text}\n`);
   });
 
   storeFlags(program.command('leases').description('list every lease in the store').option('--json', 'print JSON')).action(
     async (o: StoreFlags & { json?: boolean }) => {
-      const store = await openStore(storeOptions(o));
-      try {
-        const { leases, bad } = await store.list();
-        const rows = leases.map((l) => ({
-          subnet: l.subnet?.toString() ?? null,
-          publicIP: l.attrs.publicIP?.toString() ?? null,
-          backendType: l.attrs.backendType,
-          vtepMAC: l.attrs.vtepMAC ?? null,
-          expiration: l.expiration !== undefined ? new Date(l.expiration).toISOString() : null,
-          ipv6Subnet: l.ipv6Subnet?.toString() ?? null,
-          publicIPv6: l.attrs.publicIPv6?.toString() ?? null,
-          v6VtepMAC: l.attrs.v6VtepMAC ?? null,
-        }));
-        if (o.json) process.stdout.write(JSON.stringify({ leases: rows, bad }, null, 2) + '\n');
-        else {
-          const { printable } = await import('../flannel/log');
-          const col = (...v: (string | null)[]) => v.filter(Boolean).join(',') || '-';
-          for (const r of rows) {
-            process.stdout.write(
-              `${col(r.subnet, r.ipv6Subnet)}\t${col(r.publicIP, r.publicIPv6)}\t${r.backendType}\t${col(r.vtepMAC, r.v6VtepMAC)}\t${r.expiration ?? '-'}\n`,
-            );
-          }
-          for (const b of bad) process.stdout.write(`unreadable ${JSON.stringify(b.key)}: ${printable(b.why)}\n`);
-        }
-      } finally {
-        await store.close();
-      }
+      const list = await withStore(storeOptions(o), (store) => store.list());
+      process.stdout.write(o.json ? JSON.stringify({ leases: leaseRows(list), bad: list.bad }, null, 2) + '\n' : formatLeases(list));
     },
   );
 
@@ -195,18 +146,9 @@ export async function main(argv: string[]): Promise<void> {
       .description('remove a lease from the store (a node that left without --release-on-exit)')
       .argument('<subnet>', 'the lease\'s subnet, IPv4 or IPv6, e.g. 10.244.3.0/24 or fd00:10:244:3::/64'),
   ).action(async (subnetText: string, o: StoreFlags) => {
-    const { Prefix } = await import('../net/ip');
     const subnet = Prefix.parse(subnetText);
     if (!subnet || subnet.hasHostBits) throw new Error(`${JSON.stringify(subnetText)} is not a subnet like 10.244.3.0/24 or fd00:10:244:3::/64`);
-    const store = await openStore(storeOptions(o));
-    try {
-      // the lease holding it (a dual-stack lease's key names both subnets); none: nothing to do
-      const { leases } = await store.list();
-      const held = leases.find((l) => (subnet.family === 4 ? l.subnet : l.ipv6Subnet)?.toString() === subnet.toString());
-      await store.remove(held ?? (subnet.family === 4 ? { subnet } : { ipv6Subnet: subnet }));
-    } finally {
-      await store.close();
-    }
+    await withStore(storeOptions(o), (store) => releaseSubnet(store, subnet));
   });
 
   storeFlags(
@@ -217,14 +159,9 @@ export async function main(argv: string[]): Promise<void> {
       .option('--json', 'print JSON'),
   ).action(async (o: StoreFlags & { subnetFile: string; json?: boolean }) => {
     const { collectStatus, formatStatus } = await import('../flannel/status');
-    const store = await openStore(storeOptions(o));
-    try {
-      const report = await collectStatus(store, o.subnetFile);
-      process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
-      if (report.problems.length) process.exitCode = 1;
-    } finally {
-      await store.close();
-    }
+    const report = await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
+    process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
+    if (report.problems.length) process.exitCode = 1;
   });
 
   await runProgram(program, argv);

@@ -5,8 +5,9 @@
 // two nodes starting at once never share a subnet of either family; a lost
 // race is retried.
 import { IP, Prefix } from '../net/ip';
-import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, subnetOf, taken } from './lease';
+import { LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, subnetOf, taken } from './lease';
 import { NetworkConfig, Pool, inPool, nthSubnet, poolSize } from './netconfig';
+import type { LeaseList } from './manager';
 import type { LeaseStore } from './store';
 
 export class PoolFullError extends Error {}
@@ -18,12 +19,11 @@ export interface Acquired extends LeaseSubnets {
   /** A reservation (no TTL) was adopted: it stays one and is never renewed. */
   permanent?: boolean;
   /** The list the lease was chosen from (without our own lease when it is new), and its revision. */
-  listed: { leases: Lease[]; revision?: string };
+  listed: LeaseList;
 }
 
 const MAX_ATTEMPTS = 20;
 const ENUMERATE_LIMIT = 1n << 16n;
-
 
 /** A random free subnet of the pool, or undefined when every one is leased. */
 export function pickFree(pool: Pool, leases: readonly LeaseSubnets[], random: () => number = Math.random): Prefix | undefined {
@@ -49,12 +49,12 @@ export function pickFree(pool: Pool, leases: readonly LeaseSubnets[], random: ()
 }
 
 /** The address a node is known by: its PublicIP, or its PublicIPv6 on an IPv6-only overlay. */
-export function identity(cfg: NetworkConfig, attrs: LeaseAttrs): IP | undefined {
+export function identity(cfg: NetworkConfig, attrs: Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'>): IP | undefined {
   return cfg.v4 ? attrs.publicIP : attrs.publicIPv6;
 }
 
 /** Whether a lease has exactly the subnets this config hands out (one per enabled family, from its pool). */
-export function fitsConfig(cfg: NetworkConfig, l: LeaseSubnets): boolean {
+function fitsConfig(cfg: NetworkConfig, l: LeaseSubnets): boolean {
   const fits = (pool: Pool | undefined, s: Prefix | undefined) => (pool ? !!s && inPool(pool, s) : !s);
   return fits(cfg.v4, l.subnet) && fits(cfg.v6, l.ipv6Subnet);
 }
@@ -75,8 +75,8 @@ export async function acquireLease(
   const me = identity(cfg, attrs);
   let previous = opts.previous;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-    const { leases, revision } = await store.list();
-    const listed = { leases, revision };
+    const listed = await store.list();
+    const { leases } = listed;
     const mine = leases.filter((l) => me && identity(cfg, l.attrs)?.equals(me));
     const own = mine.filter((l) => fitsConfig(cfg, l));
     if (own.length > 0) {

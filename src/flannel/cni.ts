@@ -14,11 +14,11 @@ import { validAttachments } from '../cni/gc';
 import type { Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
-import { DEFAULT_SUBNET_FILE, SubnetEnv, SubnetEnvError, parseSubnetEnv, requireComplete } from './subnet-env';
+import { DEFAULT_SUBNET_FILE, SubnetEnv, SubnetEnvError, readSubnetEnv } from './subnet-env';
 import { probeVtep } from './vtep-probe';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/flannel';
-export const DEFAULT_SUBNET_WAIT_MS = 10_000;
+const DEFAULT_SUBNET_WAIT_MS = 10_000;
 
 export interface FlannelConf {
   subnetFile: string;
@@ -83,20 +83,11 @@ export function renderDelegate(conf: NetConf, fc: FlannelConf, env: SubnetEnv): 
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Reads subnet.env now, without waiting: the file's state as a value or a SubnetEnvError. */
-export function readSubnetEnv(path: string): SubnetEnv {
-  const text = readIfExists(path);
-  if (text === undefined) throw new SubnetEnvError(`${path} does not exist`, true);
-  const env = parseSubnetEnv(text);
-  requireComplete(env);
-  return env;
-}
-
 /**
  * Waits (bounded) for a complete subnet.env: right after boot the daemon may
  * not have a lease yet. A value that is present but wrong fails at once.
  */
-export async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
+async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
   const deadline = Date.now() + fc.subnetWaitMs;
   for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
     try {

@@ -1,113 +1,80 @@
 // `vxlan-flannel daemon`: holds this node's lease, keeps the VTEPs and
 // subnet.env in place, and programs every peer's neighbour, FDB entry and
-// route. Changes in the store are programmed as they are seen (etcd watch,
-// file store poll); a periodic full reconcile repairs whatever drifted.
-// When the store is unreachable the overlay is left as it was and the store
-// is retried with backoff; nothing is removed on the word of a store we
-// cannot read.
+// route. Changes are programmed as they are seen (the manager's watch); a
+// periodic full reconcile repairs whatever drifted. When the lease source is
+// unreachable the overlay is left as it was and the source is retried with
+// backoff; nothing is removed on the word of a source we cannot read.
 //
-// IPv4 runs on flannel.<VNI> (IPv4 underlay), IPv6 on flannel-v6.<VNI> (IPv6
-// underlay), as flanneld does; a dual-stack overlay has both, an IPv6-only one
-// only the second. Everything below is done per family with the same code.
-import { IP, Prefix } from '../net/ip';
-import { randomMac } from '../net/mac';
-import { Serial } from '../util/serial';
+// Where leases come from (chosen in etcd or the file store, assigned by
+// Kubernetes) is the SubnetManager's business (manager.ts): the daemon only
+// calls it. The families (IPv4 on flannel.<VNI>, IPv6 on flannel-v6.<VNI>)
+// are "sides" (sides.ts), all handled by the same code.
 import { readIfExists, removeFile } from '../util/fs';
-import { readSysctl, setSysctlsIn, writeSysctl } from '../iproute/sysctl';
-import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
-import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from './lease';
-import { ConfigError, NetworkConfig, Pool, describeNetwork, parseNetworkConfig } from './netconfig';
-import { PlanError, Self, applyPlan, desiredPeers, planPeers, readActual } from './peers';
-import { LeaseStore, StoreOptions, StoreUnavailable } from './store';
-import { openStore } from './open-store';
-import { printable } from './log';
-import { SubnetEnv, formatSubnetEnv, parseSubnetEnv, writeSubnetEnv } from './subnet-env';
-import { Underlay, describeUnderlay, findUnderlay } from './underlay';
-import { ensureVtep, vtep6Name, vtepName } from './vtep';
+import { settleAll } from '../util/settle';
+import { readSysctl, writeSysctl } from '../iproute/sysctl';
 import { deleteLink, getLink, linkKind, linkMac, listLinks } from '../iproute/link';
-import { vxlanAttrs, vxlanMismatch, type VxlanSpec } from '../iproute/vxlan';
+import { vxlanAttrs, vxlanMismatch } from '../iproute/vxlan';
+import { Lease, describeSubnets } from './lease';
+import { Log, Reporter, printable } from './log';
+import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from './manager';
+import { describeNetwork } from './netconfig';
+import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import { ReconcileLoop } from './reconcile-loop';
+import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
+import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
+import { describeUnderlay, findUnderlay } from './underlay';
+import { ensureVtep } from './vtep';
 
 export interface DaemonOptions {
   iface?: string;
   publicIp?: string;
   publicIpv6?: string;
-  store: StoreOptions;
   subnetFile: string;
-  leaseTtlS: number;
   reconcileMs: number;
   ipMasq: boolean;
   releaseOnExit: boolean;
-  /** Network namespace to program (tests); the daemon's own when absent. */
-  netns?: string;
-  log?: (msg: string) => void;
-  /** An already open lease store instead of opening `store` (tests). */
-  leaseStore?: LeaseStore;
+  /** Where log lines go, one per call (control characters are escaped before). */
+  log: Log;
 }
 
-/** VXLAN over IPv4 costs 50 bytes (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14); over IPv6, 70. */
-export const ENCAP_OVERHEAD = { 4: 50, 6: 70 } as const;
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, half the TTL for short ones. */
-export const renewMarginS = (ttlS: number) => Math.min(3600, ttlS / 2);
-/** How soon a renewal that failed is tried again: a tenth of the margin, from 1 s to 1 min. */
-export const renewRetryMs = (ttlS: number) => Math.min(60_000, Math.max(1000, renewMarginS(ttlS) * 100));
-
-/** One family of the overlay: its pool, its VTEP and (once leased) this node's subnet. */
-interface Side {
-  family: 4 | 6;
-  pool: Pool;
-  spec: VxlanSpec;
-  subnet: Prefix;
-  publicIP: IP;
-}
-
 export class Daemon {
-  private store!: LeaseStore;
-  private cfg!: NetworkConfig;
-  private underlay!: Underlay;
   private sides: Side[] = [];
-  private subnets: LeaseSubnets = {};
-  private attrs!: LeaseAttrs;
-  /** Our lease's value as last seen in the store (or as we wrote it): what a renewal is guarded by. */
-  private leaseValue = '';
-  private renewAt = 0;
-  /** Our lease is a reservation (no TTL, as flannel keeps them): it is never renewed, and re-written without a TTL. */
-  private permanent = false;
+  /** This node's lease from the moment it is obtained: what --release-on-exit gives back. */
+  private lease?: HeldLease;
+  /** The peers' picture: the last list that succeeded (see refreshLeases). */
   private leases: Lease[] = [];
-  /**
-   * Whether `leases` came from a successful list. Until one has, peers are
-   * never planned: an empty list that only means "etcd did not answer" would
-   * remove every peer.
-   */
-  private listed = false;
-  private stopWatch?: () => void;
-  /** The next periodic reconcile (re-armed when one ends: two never overlap). */
-  private timer?: NodeJS.Timeout;
-  /** The next renewal of our lease: its own timer, from the TTL, whatever the reconcile interval. */
-  private renewTimer?: NodeJS.Timeout;
-  /** Writes of our own lease (renewal, re-creation, release), one at a time. */
-  private readonly leaseWrites = new Serial();
-  private debounce?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private again = false;
+  private storeDown = false;
+  private stopWatch?: Unwatch;
+  private readonly loop: ReconcileLoop;
   private stopped = false;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
   /** Wakes start()'s retry sleeps when stop() is called. */
   private wake?: () => void;
   private readonly stopSignal = new Promise<void>((resolve) => (this.wake = resolve));
-  /** The lease this daemon holds (taken or adopted) from the moment it is known: what --release-on-exit gives back. */
-  private held?: LeaseSubnets;
-  private storeDown = false;
-  private readonly reported = new Set<string>();
-  readonly log: (msg: string) => void;
+  private readonly log: Log;
+  /** Failures met on every pass, each logged when it appears, changes or ends. */
+  private readonly problems: Reporter;
+  /**
+   * The watch's errors while etcd is away: each reconnect attempt fails,
+   * alternating between two messages; each message is logged once until the
+   * watch delivers again.
+   */
+  private readonly watchTroubles: Reporter;
 
-  constructor(private readonly opts: DaemonOptions) {
-    const sink = opts.log ?? ((msg: string) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${msg}\n`));
-    this.log = (msg) => sink(printable(msg)); // one line each, whatever the store held
+  /** `manager` is open; stop() closes it. */
+  constructor(
+    private readonly manager: SubnetManager,
+    private readonly opts: DaemonOptions,
+  ) {
+    this.log = (msg) => opts.log(printable(msg)); // one line each, whatever the store held
+    this.problems = new Reporter(this.log);
+    this.watchTroubles = new Reporter(this.log);
+    this.loop = new ReconcileLoop((why) => this.reconcile(why), opts.reconcileMs, () => this.housekeeping());
   }
 
   /**
@@ -132,34 +99,6 @@ export class Daemon {
     }
   }
 
-  /** The subnets of the previous subnet.env (network addresses), tried first. */
-  private previousSubnets(): LeaseSubnets | undefined {
-    try {
-      const text = readIfExists(this.opts.subnetFile);
-      const env = text === undefined ? undefined : parseSubnetEnv(text);
-      if (!env) return undefined;
-      const net = (p?: Prefix) => (p ? Prefix.of(p.network, p.length) : undefined);
-      return { subnet: net(env.subnet), ipv6Subnet: net(env.ipv6Subnet) };
-    } catch {
-      return undefined;
-    }
-  }
-
-  private async readConfig(): Promise<NetworkConfig> {
-    return this.retry('read the network config', async () => {
-      const text = await this.store.getConfig();
-      if (text === undefined) {
-        throw new Error(`${this.store.description} has no network config; set one with \`vxlan-flannel network set --network CIDR\``);
-      }
-      try {
-        return parseNetworkConfig(text);
-      } catch (err) {
-        if (err instanceof ConfigError) throw new Error(`bad network config in ${this.store.description}: ${err.message}`);
-        throw err;
-      }
-    });
-  }
-
   /** Brings the overlay up; resolves once it runs. stop() may be called at any time, also during start(). */
   start(): Promise<void> {
     this.starting = this.startUp();
@@ -173,80 +112,37 @@ export class Daemon {
 
   private async startUp(): Promise<void> {
     const o = this.opts;
-    this.underlay = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 }, o.netns);
-    const ul = this.underlay;
+    const ul = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 });
     this.log(describeUnderlay(ul));
-    this.store = o.leaseStore ?? (await openStore(o.store));
-    this.log(`lease store: ${this.store.description}`);
+    this.log(`lease store: ${this.manager.description}`);
 
-    this.cfg = await this.readConfig();
-    const cfg = this.cfg;
-    if (cfg.v4 && !ul.localIP) throw new Error(`the network config enables IPv4 but underlay interface ${ul.dev} has no IPv4 address`);
-    if (cfg.v6 && !ul.localIPv6) {
-      throw new Error(`the network config enables IPv6 but underlay interface ${ul.dev} has no global IPv6 address (add one, or give --iface/--public-ipv6)`);
-    }
-    type Base = Omit<VxlanSpec, 'mac'> & { family: 4 | 6; pool: Pool; publicIP: IP };
-    const bases: Base[] = [];
-    for (const [family, pool] of [[4, cfg.v4], [6, cfg.v6]] as const) {
-      if (!pool) continue;
-      const mtu = cfg.mtu ?? ul.mtu - ENCAP_OVERHEAD[family];
-      const min = family === 4 ? 68 : 1280;
-      if (mtu < min) throw new Error(`IPv${family} VTEP MTU ${mtu} is too small (underlay ${ul.dev} MTU ${ul.mtu}; IPv${family} needs ${min})`);
-      const local = family === 4 ? ul.localIP! : ul.localIPv6!;
-      const publicIP = family === 4 ? ul.publicIP! : ul.publicIPv6!;
-      const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
-      bases.push({ family, pool, publicIP, name, vni: cfg.vni, local: local.toString(), dev: ul.dev, port: cfg.port, mtu });
-    }
-    this.log(`network ${describeNetwork(cfg)}; ${bases.map((b) => `VTEP ${b.name} MTU ${b.mtu}`).join(', ')}, port ${cfg.port}`);
+    const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
+    const plans = planSides(cfg, ul);
+    this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}`);
 
-    // Each VTEP's MAC is kept: the device's if it is reusable, else the one our lease advertises.
-    const existing = await Promise.all(bases.map(async (b) => {
-      const link = await getLink(b.name, o.netns);
-      return link && !vxlanMismatch(link, { ...b, mac: linkMac(link) }) ? linkMac(link) : undefined;
-    }));
-    const me = cfg.v4 ? ul.publicIP : ul.publicIPv6;
-    const acquired: Acquired = await this.retry('acquire a subnet lease', async () => {
-      const { leases } = await this.store.list();
-      const own = leases.find((l) => me && identity(cfg, l.attrs)?.equals(me));
-      const attrs: LeaseAttrs = { backendType: 'vxlan' };
-      if (cfg.v4) Object.assign(attrs, { publicIP: ul.publicIP });
-      if (cfg.v6) Object.assign(attrs, { publicIPv6: ul.publicIPv6 });
-      bases.forEach((b, i) => {
-        if (b.family === 4) Object.assign(attrs, { vni: cfg.vni, vtepMAC: existing[i] ?? own?.attrs.vtepMAC ?? randomMac() });
-        else Object.assign(attrs, { v6Vni: cfg.vni, v6VtepMAC: existing[i] ?? own?.attrs.v6VtepMAC ?? randomMac() });
-      });
-      this.attrs = attrs;
-      try {
-        return await acquireLease(this.store, cfg, attrs, { previous: this.previousSubnets(), ttlS: o.leaseTtlS, log: this.log });
-      } catch (err) {
-        if (err instanceof PoolFullError) throw new Error(`${err.message}; waiting for a lease to be released or to expire`);
-        throw err;
-      }
+    // the devices' MACs where they can be reused (see advertise())
+    const deviceMacs = await settleAll(
+      plans.map(async ({ vtep }) => {
+        const link = await getLink(vtep.name);
+        return link && !vxlanMismatch(link, { ...vtep, mac: linkMac(link) }) ? linkMac(link) : undefined;
+      }),
+    );
+    const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
+      const attrs = advertise(plans, deviceMacs, await this.manager.previousAttrs(cfg, publicAddresses(plans)));
+      return { lease: await this.manager.acquireLease(cfg, attrs, { log: this.log, resync: (why) => this.loop.request(why) }), attrs };
     });
-    this.subnets = { subnet: acquired.subnet, ipv6Subnet: acquired.ipv6Subnet };
-    this.held = this.subnets; // from now on, a stop with --release-on-exit gives it back
-    // The list the lease was chosen from is the first picture of the peers: if the
-    // store stops answering right now, the overlay is programmed from it, not emptied.
-    this.leases = acquired.listed.leases;
-    this.listed = true;
-    this.leaseValue = acquired.value;
-    this.permanent = !!acquired.permanent;
-    this.leaseWritten();
-    this.armRenewal();
-    this.sides = bases.map(({ family, pool, publicIP, ...spec }) => ({
-      family,
-      pool,
-      publicIP,
-      subnet: (family === 4 ? acquired.subnet : acquired.ipv6Subnet)!,
-      spec: { ...spec, mac: (family === 4 ? this.attrs.vtepMAC : this.attrs.v6VtepMAC)! },
-    }));
-    this.log(`lease ${describeSubnets(this.subnets)} (${acquired.how}${this.permanent ? ', a reservation: kept without a TTL' : ''}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
+    this.lease = lease; // from now on, a stop with --release-on-exit gives it back
+    // The list the lease was obtained from is the first picture of the peers: if the
+    // source stops answering right now, the overlay is programmed from it, not emptied.
+    this.leases = lease.listed.leases;
+    this.sides = leasedSides(plans, lease, attrs);
+    this.log(`lease ${describeSubnets(lease)} (${lease.how}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
     this.checkStopped();
 
     const created: string[] = [];
     try {
       for (const s of this.sides) {
-        const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
+        const r = await ensureVtep(s.spec, s.subnet.network.toString());
         if (r.created) created.push(s.spec.name);
         if (r.replaced) this.log(`replaced the incompatible ${s.spec.name}: ${r.replaced}`);
         else this.log(`${r.created ? 'created' : 'reusing'} VTEP ${s.spec.name}`);
@@ -254,26 +150,25 @@ export class Daemon {
       if (cfg.v6) await this.ipv6Forwarding(true);
     } catch (err) {
       // Nothing half-done: a lease we just took is given back, devices we just made go.
-      for (const name of created) await deleteLink(name, o.netns).catch(() => {});
-      clearTimeout(this.renewTimer);
-      this.held = undefined; // given back, or (reused) left as it was before this start
-      if (acquired.how !== 'reused') await this.withLease(() => this.store.remove(this.subnets)).catch(() => {});
+      for (const name of created) await deleteLink(name).catch(() => {});
+      this.lease = undefined; // given back, or (held before this start) left as it was
+      await lease.abandon();
       throw new Error(`cannot set up the overlay: ${(err as Error).message}`);
     }
     this.checkStopped();
     await this.removeStaleVteps();
     this.checkStopped();
-    // Watch from the list the lease was chosen from, before the first reconcile lists
+    // Watch from the list the lease was obtained from, before the first reconcile lists
     // again: a change made at any moment since then is reported (etcd replays it from
     // that revision; the file store compares with that list's signature), none falls
     // between a list and the start of the watch.
-    this.stopWatch = this.store.watch(
+    this.stopWatch = this.manager.watchLeases(
       (why) => this.watchDelivered(why),
-      (err) => this.watchTrouble(err),
-      acquired.listed.revision,
+      (err) => this.watchTroubles.report(err.message, `watch: ${err.message}`),
+      lease.listed.revision,
     );
-    await this.sync('start'); // peers first: subnet.env (node ready for pods) is written after them
-    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), o.reconcileMs);
+    await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
+    this.loop.startPeriodic();
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
   }
 
@@ -287,7 +182,7 @@ export class Daemon {
     const ours = new Set(this.sides.map((s) => s.spec.name));
     let links;
     try {
-      links = await listLinks(this.opts.netns);
+      links = await listLinks();
     } catch (err) {
       this.log(`cannot look for VTEPs of an earlier network config: ${(err as Error).message}`);
       return;
@@ -295,7 +190,7 @@ export class Daemon {
     for (const l of links) {
       if (ours.has(l.ifname) || linkKind(l) !== 'vxlan' || !/^flannel(-v6)?\.\d+$/.test(l.ifname)) continue;
       try {
-        await deleteLink(l.ifname, this.opts.netns);
+        await deleteLink(l.ifname);
         this.log(`removed ${l.ifname} (VNI ${vxlanAttrs(l)?.id}), a VTEP of an earlier network config, with its routes, neighbours and FDB entries`);
       } catch (err) {
         this.log(`cannot remove ${l.ifname}, a VTEP of an earlier network config: ${(err as Error).message}`);
@@ -305,305 +200,131 @@ export class Daemon {
 
   /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */
   private async ipv6Forwarding(atStart: boolean): Promise<void> {
-    if (this.opts.netns) {
-      if (atStart) await setSysctlsIn(this.opts.netns, [[FORWARDING6, '1']]);
-      return;
-    }
     if (readSysctl(FORWARDING6) === '1') return;
     writeSysctl(FORWARDING6, '1');
     this.log(`IPv6 forwarding was off: set net.ipv6.conf.all.forwarding=1${atStart ? '' : ' again'}`);
   }
 
   private peerCount(): number {
-    return this.sides.reduce((n, s) => n + desiredPeers(this.leases, this.self(s), s.pool.network).peers.length, 0);
-  }
-
-  private self(s: Side): Self {
-    return { subnet: s.subnet, publicIP: s.publicIP, vni: this.cfg.vni, mac: s.spec.mac };
-  }
-
-  private subnetEnv(): SubnetEnv {
-    const first = (p: Prefix) => Prefix.of(p.network.next(), p.length);
-    const env: SubnetEnv = { networks: [], ipv6Networks: [], ipMasq: this.opts.ipMasq };
-    for (const s of this.sides) {
-      if (s.family === 4) Object.assign(env, { networks: [s.pool.network], subnet: first(s.subnet) });
-      else Object.assign(env, { ipv6Networks: [s.pool.network], ipv6Subnet: first(s.subnet) });
-    }
-    // One MTU for the pods' interfaces: the smaller VTEP's, so packets of either family fit without PMTU discovery.
-    env.mtu = Math.min(...this.sides.map((s) => s.spec.mtu));
-    return env;
+    return this.sides.reduce((n, s) => n + desiredPeers(this.leases, selfOf(s), s.pool.network).peers.length, 0);
   }
 
   private writeSubnetEnv(): void {
-    const want = formatSubnetEnv(this.subnetEnv());
-    if (readIfExists(this.opts.subnetFile) === want) return;
-    writeSubnetEnv(this.opts.subnetFile, this.subnetEnv());
+    const env = subnetEnvOf(this.sides, this.opts.ipMasq);
+    if (readIfExists(this.opts.subnetFile) === formatSubnetEnv(env)) return;
+    writeSubnetEnv(this.opts.subnetFile, env);
     this.log(`wrote ${this.opts.subnetFile}`);
-  }
-
-  private logOnce(msg: string, key: string): void {
-    if (this.reported.has(`${key}\n${msg}`)) return;
-    for (const k of this.reported) if (k.startsWith(`${key}\n`)) this.reported.delete(k);
-    this.reported.add(`${key}\n${msg}`);
-    this.log(msg);
-  }
-
-  /**
-   * A failure that every pass meets again: logged when it appears or its
-   * message changes, not each time; `msg` undefined = it is over (logged as
-   * `recovered` if it had been reported).
-   */
-  private problem(key: string, msg: string | undefined, recovered?: string): void {
-    if (msg !== undefined) {
-      this.logOnce(msg, key);
-      return;
-    }
-    const had = [...this.reported].find((k) => k.startsWith(`${key}\n`));
-    if (!had) return;
-    this.reported.delete(had);
-    if (recovered) this.log(recovered);
-  }
-
-  /**
-   * Watch errors come in bursts while etcd is away (each reconnect attempt
-   * fails, alternating between two messages): each message is logged once
-   * until the watch delivers again.
-   */
-  private watchTrouble(err: Error): void {
-    this.logOnce(`watch: ${err.message}`, `watch ${err.message}`);
   }
 
   /** The watch reported a change: it works (again), so its next failure is reported too. */
   private watchDelivered(why: string): void {
-    const troubles = [...this.reported].filter((k) => k.startsWith('watch '));
-    if (troubles.length && !this.stopped) this.log(`watch: receiving changes from ${this.store.description} again (${why})`);
-    for (const k of troubles) this.reported.delete(k);
-    this.schedule(why);
+    if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
+    this.loop.request(why);
   }
 
-  private schedule(why: string): void {
-    if (this.stopped) return;
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.sync(why), 20);
+  /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
+  private async housekeeping(): Promise<void> {
+    await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
+    if (this.sides.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
-  /**
-   * The periodic reconcile. The next one is armed only when this one has
-   * finished: a slow store never makes two run at once (setInterval would).
-   */
-  private async tick(): Promise<void> {
-    if (this.stopped) return;
+  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each side's VTEP and peers, subnet.env. */
+  private async reconcile(why: string): Promise<void> {
     try {
-      try {
-        await this.store.expire?.();
-      } catch (err) {
-        this.logOnce(`cannot expire old leases: ${(err as Error).message}`, 'expire');
-      }
-      if (this.cfg.v6) await this.ipv6Forwarding(false).catch((err) => this.logOnce(`cannot turn IPv6 forwarding on: ${(err as Error).message}`, 'fwd6'));
-      await this.sync('periodic reconcile');
-    } finally {
-      if (!this.stopped) this.timer = setTimeout(() => void this.tick(), this.opts.reconcileMs);
+      // our lease written again (deleted by hand, expired while the store was away): list once more to see it
+      if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
+      let vtepsUp = true;
+      for (const s of this.sides) vtepsUp = (await this.reconcileSide(s, why)) && vtepsUp;
+      // the VTEPs are up: pods can be attached even if a peer failed to program
+      if (vtepsUp) this.writeSubnetEnv();
+      this.problems.clear('reconcile');
+    } catch (err) {
+      this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     }
   }
 
-  private get leaseName(): string {
-    return describeSubnets(this.subnets);
-  }
-
   /**
-   * Runs a write of our own lease once the previous one has finished: two
-   * renewals interleaving in the etcd store could revoke the etcd lease the
-   * key had just been moved to, deleting our live lease.
+   * Lists the leases; true when that worked. When it did not, `leases` stays
+   * the last list that did (at first the one the lease was obtained from):
+   * the overlay is never planned from a list that failed.
    */
-  private withLease<T>(fn: () => Promise<T>): Promise<T> {
-    return this.leaseWrites.run(fn);
-  }
-
-  /** Our lease was just written with a fresh TTL. */
-  private leaseWritten(): void {
-    this.renewAt = Date.now() + (this.opts.leaseTtlS - renewMarginS(this.opts.leaseTtlS)) * 1000;
-  }
-
-  /** Arms the renewal timer (at renewAt, or after `delayMs`); a reservation is never renewed. */
-  private armRenewal(delayMs = this.renewAt - Date.now()): void {
-    clearTimeout(this.renewTimer);
-    this.renewTimer = undefined;
-    if (this.stopped || this.permanent) return;
-    this.renewTimer = setTimeout(() => void this.renew(), Math.max(0, Math.min(delayMs, 2 ** 31 - 1)));
-  }
-
-  private renew(): Promise<void> {
-    return this.withLease(async () => {
-      if (this.stopped || this.permanent) return;
-      const ttl = this.opts.leaseTtlS;
-      try {
-        const ok = await this.store.renew(this.subnets, this.attrs, ttl, this.leaseValue);
-        if (!ok) {
-          this.logOnce(`cannot renew lease ${this.leaseName}: it now holds another node's data`, 'renew');
-          this.schedule('lease renewal refused'); // the reconcile looks at what it holds now
-          this.armRenewal(renewRetryMs(ttl));
-          return;
-        }
-        this.leaseValue = encodeAttrs(this.attrs);
-        this.leaseWritten();
-        this.reported.forEach((k) => k.startsWith('renew\n') && this.reported.delete(k));
-        this.log(`renewed lease ${this.leaseName} for ${ttl} s`);
-        this.armRenewal();
-      } catch (err) {
-        this.logOnce(`cannot renew lease ${this.leaseName}: ${(err as Error).message}; retrying every ${renewRetryMs(ttl) / 1000} s`, 'renew');
-        this.armRenewal(renewRetryMs(ttl));
-      }
-    });
-  }
-
-  /** One reconcile at a time; a request while one runs makes it run once more. */
-  sync(why: string): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.syncOnce(why);
-        } while (this.again && !this.stopped);
-      } finally {
-        this.running = undefined;
-      }
-    })();
-    return this.running;
-  }
-
-  private async syncOnce(why: string): Promise<void> {
-    if (this.stopped) return;
-    const o = this.opts;
-    let fresh = false;
+  private async refreshLeases(): Promise<boolean> {
     try {
-      const res = await this.store.list();
+      const res = await this.manager.listLeases();
       this.leases = res.leases;
-      this.listed = true;
-      fresh = true;
-      if (this.storeDown) this.log(`lease store ${this.store.description} is reachable again`);
+      if (this.storeDown) this.log(`lease store ${this.manager.description} is reachable again`);
       this.storeDown = false;
-      for (const b of res.bad) this.logOnce(`ignoring ${JSON.stringify(b.key)}: ${b.why}`, `bad ${b.key}`);
+      for (const b of res.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
+      return true;
     } catch (err) {
       if (!this.storeDown) {
         this.log(`${err instanceof StoreUnavailable ? '' : 'cannot list leases: '}${(err as Error).message}; keeping the overlay as programmed`);
       }
       this.storeDown = true;
+      return false;
+    }
+  }
+
+  /** One side: its VTEP in place, then its peers' neighbours, FDB entries and routes. Resolves whether the VTEP is up. */
+  private async reconcileSide(s: Side, why: string): Promise<boolean> {
+    const name = s.spec.name;
+    try {
+      const r = await ensureVtep(s.spec, s.subnet.network.toString());
+      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
+      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
+      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
+    } catch (err) {
+      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
+      return false;
     }
     try {
-      if (fresh) await this.checkOwnLease();
-      let vtepsUp = true;
-      for (const s of this.sides) {
+      const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
+      // "lease <subnets>: why" — one log line per lease and family until its reason changes
+      for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+      const plan = planPeers(peers, await readActual(name, undefined, s.family), name, s.pool.network);
+      if (plan.changes.length) {
         try {
-          const r = await ensureVtep(s.spec, s.subnet.network.toString(), o.netns);
-          if (r.created) this.log(`VTEP ${s.spec.name} was missing (${why}): recreated`);
-          if (r.replaced) this.log(`VTEP ${s.spec.name} had been changed (${r.replaced}): replaced`);
-          this.problem(`vtep ${s.spec.name}`, undefined, `VTEP ${s.spec.name} is in place again`);
+          await applyPlan(plan);
+          for (const c of plan.changes) this.log(`${c} (${why})`);
         } catch (err) {
-          vtepsUp = false;
-          this.problem(`vtep ${s.spec.name}`, `reconcile failed: VTEP ${s.spec.name}: ${(err as Error).message}; retrying on each reconcile`);
-          continue;
-        }
-        if (!this.listed) continue; // no picture of the peers yet: leave them as they are
-        try {
-          const { peers, skipped } = desiredPeers(this.leases, this.self(s), s.pool.network);
-          // "lease <subnets>: why" — one log line per lease and family until its reason changes
-          for (const m of skipped) this.logOnce(`ignoring ${m}`, `skip${s.family} ${m.split(': ')[0]}`);
-          const plan = planPeers(peers, await readActual(s.spec.name, o.netns, s.family), s.spec.name, s.pool.network);
-          if (plan.changes.length) {
-            try {
-              await applyPlan(plan, o.netns);
-              for (const c of plan.changes) this.log(`${c} (${why})`);
-            } catch (err) {
-              // the rest was made all the same: say so, then report what the kernel refused
-              if (err instanceof PlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
-              throw err;
-            }
-          }
-          this.problem(`peers ${s.spec.name}`, undefined, `${s.spec.name}: every peer is programmed again`);
-        } catch (err) {
-          this.problem(`peers ${s.spec.name}`, `reconcile failed: ${s.spec.name} peers: ${(err as Error).message}; retrying on each reconcile`);
+          // the rest was made all the same: say so, then report what the kernel refused
+          if (err instanceof PlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+          throw err;
         }
       }
-      // the VTEPs are up: pods can be attached even if a peer failed to program
-      if (vtepsUp && this.listed) this.writeSubnetEnv();
-      this.problem('reconcile', undefined);
+      this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
-      this.problem('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
+      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}; retrying on each reconcile`);
     }
+    return true;
   }
 
-  /** Our lease must still be ours: re-created if it vanished (deleted by hand, expired while the store was down). */
-  private async checkOwnLease(): Promise<void> {
-    const key = leaseKey(this.subnets);
-    const ours = this.leases.find((l) => leaseKey(l) === key);
-    const mine = encodeAttrs(this.attrs);
-    if (ours && encodeAttrs(ours.attrs) === mine) {
-      // ours, whatever its spelling: the next renewal is guarded by the value as stored
-      this.leaseValue = ours.raw ?? mine;
-      if (this.permanent !== !!ours.permanent) {
-        this.permanent = !!ours.permanent; // an operator turned it into a reservation, or back
-        this.armRenewal();
-      }
-      return;
-    }
-    const me = identity(this.cfg, this.attrs)!;
-    const holder = ours && identity(this.cfg, ours.attrs);
-    if (ours && !holder?.equals(me)) {
-      this.logOnce(`CONFLICT: subnet ${this.leaseName} is now leased by ${holder ?? ours.attrs.publicIP ?? ours.attrs.publicIPv6}; leaving it alone`, 'conflict');
-      return;
-    }
-    const ok = await this.withLease(() =>
-      ours
-        ? this.store.renew(this.subnets, this.attrs, ours.permanent ? 0 : this.opts.leaseTtlS, ours.raw ?? encodeAttrs(ours.attrs))
-        : this.store.create(this.subnets, this.attrs, this.opts.leaseTtlS),
-    );
-    if (ok) {
-      this.leaseValue = mine;
-      this.permanent = !!ours?.permanent; // a reservation re-written stays one; a re-created lease has a TTL
-      this.leaseWritten();
-      this.armRenewal();
-      this.log(`lease ${this.leaseName} was ${ours ? 'changed' : 'gone'} in the store: written again`);
-      const { leases } = await this.store.list();
-      this.leases = leases;
-    } else if (!ours) {
-      this.logOnce(`CONFLICT: lease ${this.leaseName} is gone from the store and another lease now holds one of its subnets; leaving it alone`, 'conflict');
-    }
-  }
-
-  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. */
+  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. Closes the manager. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
-    clearTimeout(this.timer);
-    clearTimeout(this.renewTimer);
-    clearTimeout(this.debounce);
+    const passDone = this.loop.stop();
+    this.lease?.stop();
     // A start in progress stops at its next step; once it has, whether a lease is held is known
     // (a lease taken while the signal arrived is given back, not left to expire).
     await this.starting?.catch(() => {});
-    clearTimeout(this.renewTimer);
+    this.lease?.stop();
     this.stopWatch?.();
-    await this.running?.catch(() => {});
-    if (this.opts.releaseOnExit && this.held) {
+    await passDone;
+    if (this.opts.releaseOnExit && this.lease) {
+      const name = describeSubnets(this.lease);
       try {
-        await this.withLease(() => this.store.remove(this.subnets)); // after a renewal in flight, never beside it
-        this.log(`released lease ${this.leaseName}`);
+        await this.lease.release();
+        this.log(`released lease ${name}`);
       } catch (err) {
-        this.log(`cannot release lease ${this.leaseName}: ${(err as Error).message}`);
+        this.log(`cannot release lease ${name}: ${(err as Error).message}`);
       }
       for (const s of this.sides) {
-        await deleteLink(s.spec.name, this.opts.netns).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
+        await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
       }
       removeFile(this.opts.subnetFile);
     }
-    await this.store?.close();
-  }
-
-  get publicIP(): IP | undefined {
-    return this.underlay.publicIP ?? this.underlay.publicIPv6;
+    await this.manager.close();
   }
 }

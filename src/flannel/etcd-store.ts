@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import type { Etcd3 as Etcd3Type, IOptions } from 'etcd3';
 import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from './lease';
-import { DEFAULT_PREFIX, LeaseStore, ListResult, StoreOptions, StoreUnavailable } from './store';
+import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
+import { type LeaseList, StoreUnavailable } from './manager';
 import { loadEtcd3 } from './etcd-client';
 import { Serial } from '../util/serial';
 
@@ -128,9 +129,9 @@ export class EtcdStore implements LeaseStore {
   }
 
   /** Every lease, and the etcd revision the list was read at. */
-  private async listAt(): Promise<ListResult & { revision: string }> {
+  private async listAt(): Promise<LeaseList & { revision: string }> {
     const res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
-    const out: ListResult & { revision: string } = { leases: [], bad: [], revision: res.header.revision };
+    const out: LeaseList & { revision: string } = { leases: [], bad: [], revision: res.header.revision };
     for (const kv of res.kvs) {
       const name = kv.key.toString().slice(this.prefix.length + '/subnets/'.length);
       const subnets = parseLeaseKey(name);
@@ -150,7 +151,7 @@ export class EtcdStore implements LeaseStore {
     return out;
   }
 
-  list(): Promise<ListResult> {
+  list(): Promise<LeaseList> {
     return this.listAt();
   }
 

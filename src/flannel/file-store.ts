@@ -15,10 +15,11 @@ import { join } from 'node:path';
 import { withLock } from '../util/lock';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
 import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, sameAttrs, taken } from './lease';
-import type { LeaseStore, ListResult } from './store';
+import type { LeaseStore } from './store';
+import type { LeaseList } from './manager';
 
 const LOCK_TIMEOUT_MS = 15_000;
-export const POLL_MS = 300;
+const POLL_MS = 300;
 
 export class FileStore implements LeaseStore {
   readonly description: string;
@@ -71,11 +72,11 @@ export class FileStore implements LeaseStore {
     }
   }
 
-  async list(): Promise<ListResult> {
+  async list(): Promise<LeaseList> {
     // the directory's signature before reading it: a change made while (or after) it is read shows in the next poll
     const revision = this.signature();
     const now = Date.now();
-    const out: ListResult = { leases: [], bad: [], revision };
+    const out: LeaseList = { leases: [], bad: [], revision };
     for (const name of this.names()) {
       const { lease, why } = this.readLease(name);
       if (why) out.bad.push({ key: name, why });

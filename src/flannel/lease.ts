@@ -48,7 +48,6 @@ export interface Lease extends LeaseSubnets {
   permanent?: boolean;
 }
 
-
 /** One family's part of a key: `10.244.1.0/24` → `10.244.1.0-24`, `fd00:10:244:1::/64` → `fd00:10:244:1::-64`. */
 export function subnetKey(subnet: Prefix): string {
   return `${subnet.network}-${subnet.length}`;
@@ -96,8 +95,6 @@ export const subnetOf = (l: LeaseSubnets, family: 4 | 6): Prefix | undefined => 
 export function taken(subnet: Prefix, leases: readonly LeaseSubnets[]): boolean {
   return leases.some((l) => subnetOf(l, subnet.family)?.overlaps(subnet));
 }
-
-export const sameSubnets = (a: LeaseSubnets, b: LeaseSubnets) => leaseKey(a) === leaseKey(b);
 
 /**
  * The JSON we write for a lease value: flanneld's LeaseAttrs in Go struct

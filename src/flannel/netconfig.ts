@@ -4,8 +4,8 @@
 // IPv6SubnetMin, IPv6SubnetMax; EnableIPv4 false for an IPv6-only overlay).
 import { Family, IP, Prefix } from '../net/ip';
 
-export const DEFAULT_PORT = 8472;
-export const DEFAULT_VNI = 1;
+const DEFAULT_PORT = 8472;
+const DEFAULT_VNI = 1;
 
 /** One family's subnet pool: the overlay network and the node subnets it is cut into. */
 export interface Pool {

@@ -2,7 +2,7 @@
 // on demand: the etcd client (grpc) only when etcd is asked for.
 import { DEFAULT_LEASE_DIR, type LeaseStore, type StoreOptions } from './store';
 
-/** Opens the store the flags ask for; the etcd client is loaded only here. */
+/** Opens the store the flags ask for: etcd with endpoints, else the file store. */
 export async function openStore(opts: StoreOptions): Promise<LeaseStore> {
   if (opts.etcdEndpoints && opts.etcdEndpoints.length > 0) {
     const { EtcdStore } = await import('./etcd-store');
@@ -10,4 +10,14 @@ export async function openStore(opts: StoreOptions): Promise<LeaseStore> {
   }
   const { FileStore } = await import('./file-store');
   return new FileStore(opts.leaseDir ?? DEFAULT_LEASE_DIR);
+}
+
+/** Runs `fn` on the store the flags ask for, and closes the store however `fn` ends. */
+export async function withStore<T>(opts: StoreOptions, fn: (store: LeaseStore) => Promise<T>): Promise<T> {
+  const store = await openStore(opts);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
 }

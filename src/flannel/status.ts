@@ -3,17 +3,17 @@
 // flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>).
 import { readIfExists } from '../util/fs';
 import { formatTable } from '../util/table';
-import { getLink, isUp, linkMac, type IpLink } from '../iproute/link';
 import { isPermanent } from '../iproute/neigh';
 import { IP, Prefix } from '../net/ip';
 import { LeaseSubnets, describeSubnets, leaseKey } from './lease';
 import { parseNetworkConfig } from './netconfig';
 import { desiredPeers, readActual } from './peers';
 import type { LeaseStore } from './store';
-import { parseSubnetEnv } from './subnet-env';
+import { parseSubnetEnv, subnetsOf } from './subnet-env';
 import { vtep6Name, vtepName } from './vtep';
+import { getLink, isUp, linkMac, type IpLink } from '../iproute/link';
 
-export interface PeerStatus {
+interface PeerStatus {
   subnet: string;
   publicIP: string;
   vtepMAC: string;
@@ -22,7 +22,7 @@ export interface PeerStatus {
   route: boolean;
 }
 
-export interface VtepStatus {
+interface VtepStatus {
   name: string;
   present: boolean;
   up?: boolean;
@@ -56,7 +56,7 @@ export interface StatusReport {
 
 const same = (a: string | undefined, b: string) => a !== undefined && (IP.parse(a)?.toString() ?? a) === b;
 
-export async function collectStatus(store: LeaseStore, subnetFile: string, netns?: string): Promise<StatusReport> {
+export async function collectStatus(store: LeaseStore, subnetFile: string): Promise<StatusReport> {
   const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [] };
   const cfgText = await store.getConfig();
   if (cfgText === undefined) {
@@ -71,9 +71,8 @@ export async function collectStatus(store: LeaseStore, subnetFile: string, netns
     port: cfg.port,
   };
   const envText = readIfExists(subnetFile);
-  const env = envText === undefined ? undefined : parseSubnetEnv(envText);
-  const net = (p?: Prefix) => (p ? Prefix.of(p.network, p.length) : undefined);
-  const mine: LeaseSubnets = { subnet: cfg.v4 ? net(env?.subnet) : undefined, ipv6Subnet: cfg.v6 ? net(env?.ipv6Subnet) : undefined };
+  const held: LeaseSubnets = envText === undefined ? {} : subnetsOf(parseSubnetEnv(envText));
+  const mine: LeaseSubnets = { subnet: cfg.v4 ? held.subnet : undefined, ipv6Subnet: cfg.v6 ? held.ipv6Subnet : undefined };
   if ((cfg.v4 && !mine.subnet) || (cfg.v6 && !mine.ipv6Subnet)) {
     const key = cfg.v4 && !mine.subnet ? 'FLANNEL_SUBNET' : 'FLANNEL_IPV6_SUBNET';
     report.problems.push(`${subnetFile} ${envText === undefined ? 'does not exist' : `has no ${key}`}: this node holds no lease`);
@@ -98,7 +97,7 @@ export async function collectStatus(store: LeaseStore, subnetFile: string, netns
     const subnet = family === 4 ? mine.subnet : mine.ipv6Subnet;
     if (!pool || !subnet) continue;
     const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
-    const link: IpLink | undefined = await getLink(name, netns);
+    const link: IpLink | undefined = await getLink(name);
     const want = subnet.network.toString();
     const hostLen = family === 4 ? 32 : 128;
     let vtep: VtepStatus = { name, present: !!link };
@@ -119,7 +118,7 @@ export async function collectStatus(store: LeaseStore, subnetFile: string, netns
     const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link) };
     const { peers, skipped } = desiredPeers(leases, self, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
-    const actual = await readActual(name, netns, family);
+    const actual = await readActual(name, undefined, family);
     for (const p of peers) {
       const n = actual.neigh.find((e) => same(e.dst, p.vtepIP));
       const f = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);

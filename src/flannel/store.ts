@@ -1,26 +1,15 @@
-// Where leases live: etcd (flannel's schema, shared with flanneld nodes) or the
-// embedded file store. The daemon only sees this interface; open-store.ts
-// opens the one the flags ask for.
-import type { Lease, LeaseAttrs, LeaseSubnets } from './lease';
+// A lease store (flannel's Registry): etcd in flannel's schema, shared with
+// flanneld nodes (etcd-store.ts), or the embedded file store (file-store.ts).
+// Keys and values, nothing more: choosing, renewing and checking a lease is
+// store-manager.ts's business; the operator commands (network, leases,
+// release, status) work on a store directly. open-store.ts opens the one the
+// flags ask for. Types only.
+import type { LeaseAttrs, LeaseSubnets } from './lease';
+import type { LeaseList, Unwatch } from './manager';
 
 export const DEFAULT_PREFIX = '/coreos.com/network';
 export const DEFAULT_LEASE_DIR = '/var/lib/vxlan-flannel';
 export const DEFAULT_LEASE_TTL_S = 24 * 3600;
-
-export interface ListResult {
-  leases: Lease[];
-  /** Keys whose value could not be read, with why (logged, never programmed). */
-  bad: { key: string; why: string }[];
-  /**
-   * Where the list was read: etcd's revision, the file store's directory
-   * signature taken before reading. Pass it to watch() so that no change made
-   * after this list is missed, however late the watch starts.
-   */
-  revision?: string;
-}
-
-/** A store failure (unreachable, timed out): the daemon retries these. */
-export class StoreUnavailable extends Error {}
 
 export interface LeaseStore {
   /** For log lines: "etcd http://10.0.0.1:2379 /coreos.com/network", "file store /var/lib/...". */
@@ -28,8 +17,8 @@ export interface LeaseStore {
   /** The raw network config JSON, or undefined when none was set. */
   getConfig(): Promise<string | undefined>;
   setConfig(text: string): Promise<void>;
-  /** Every lease that has not expired. */
-  list(): Promise<ListResult>;
+  /** Every lease that has not expired; StoreUnavailable when the store cannot be reached. */
+  list(): Promise<LeaseList>;
   /**
    * Creates a lease; false when any lease already holds (or overlaps) one of
    * its subnets, of either family (nothing is changed then). Atomic: of two
@@ -50,9 +39,9 @@ export interface LeaseStore {
    * Calls `onChange` soon after any lease is added, changed, removed or
    * expires, counting from `after` (a list's `revision`: every change made
    * since that list is reported, even one made before the watch started) or
-   * from now. Returns a stop function.
+   * from now.
    */
-  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void;
+  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): Unwatch;
   /** Housekeeping the backend needs (the file store deletes expired leases). */
   expire?(): Promise<void>;
   close(): Promise<void>;

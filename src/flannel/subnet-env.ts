@@ -2,8 +2,9 @@
 // plugin reads on every ADD. Same keys and format as flanneld's, so either side
 // can be flannel's own.
 import { Prefix } from '../net/ip';
-import { writeFileAtomic, ensureDir } from '../util/fs';
+import { ensureDir, readIfExists, writeFileAtomic } from '../util/fs';
 import { dirname } from 'node:path';
+import type { LeaseSubnets } from './lease';
 
 export const DEFAULT_SUBNET_FILE = '/run/flannel/subnet.env';
 
@@ -91,6 +92,21 @@ export function requireComplete(env: SubnetEnv): void {
   if (env.ipv6Subnet && env.ipv6Networks.length === 0) throw new SubnetEnvError('FLANNEL_IPV6_NETWORK is missing', true);
   if (env.mtu === undefined) throw new SubnetEnvError('FLANNEL_MTU is missing', true);
   if (env.ipMasq === undefined) throw new SubnetEnvError('FLANNEL_IPMASQ is missing', true);
+}
+
+/** Reads a complete subnet.env now, without waiting; a SubnetEnvError says what is missing or wrong. */
+export function readSubnetEnv(path: string): SubnetEnv {
+  const text = readIfExists(path);
+  if (text === undefined) throw new SubnetEnvError(`${path} does not exist`, true);
+  const env = parseSubnetEnv(text);
+  requireComplete(env);
+  return env;
+}
+
+/** The lease subnets a subnet.env names (FLANNEL_SUBNET 10.244.1.1/24 is the lease's 10.244.1.0/24). */
+export function subnetsOf(env: SubnetEnv): LeaseSubnets {
+  const net = (p?: Prefix) => (p ? Prefix.of(p.network, p.length) : undefined);
+  return { subnet: net(env.subnet), ipv6Subnet: net(env.ipv6Subnet) };
 }
 
 /** Renders subnet.env exactly as flanneld does (its key order). */

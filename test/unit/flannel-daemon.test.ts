@@ -1,214 +1,21 @@
-// The daemon and lease acquisition against an in-memory store with etcd's
-// semantics (revisions, values compared byte for byte, keys with or without
-// an etcd lease, a watch that can start at a revision) and, for the daemon, a
-// small model of the node's `ip`/`bridge` (links, neighbours, FDB, routes)
-// installed with setRunner. Nothing here touches the machine.
+// The daemon against an in-memory store with etcd's semantics (through the
+// store manager, as in production) and a small model of the node's
+// `ip`/`bridge` (links, neighbours, FDB, routes) installed with setRunner:
+// every command the daemon runs is answered by the model. Nothing here touches
+// the machine; for that reason the overlays here are IPv4 only (an IPv6
+// overlay makes the daemon set net.ipv6.conf.all.forwarding of its own
+// namespace, the machine's): flannel-ipv6.test.ts runs those in namespaces.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { IP } from '../../src/net/ip';
 import { Daemon, DaemonOptions } from '../../src/flannel/daemon';
+import { StoreManager } from '../../src/flannel/store-manager';
 import { RunResult, Runner, setRunner } from '../../src/iproute/exec';
-import { acquireLease } from '../../src/flannel/acquire';
-import { parseNetworkConfig } from '../../src/flannel/netconfig';
-import { LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from '../../src/flannel/lease';
-import { LeaseStore, ListResult, StoreUnavailable } from '../../src/flannel/store';
-
-interface Entry {
-  raw: string;
-  /** The etcd lease the key hangs on; 0 = none (a flannel reservation). */
-  lease: number;
-  expiresAt?: number;
-  modRevision: number;
-}
-
-/** An in-memory LeaseStore that behaves as our etcd store does against etcd. */
-class MemStore implements LeaseStore {
-  readonly description = 'mem store';
-  config?: string = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}';
-  readonly entries = new Map<string, Entry>();
-  revision = 1;
-  private nextLease = 100;
-  readonly history: { rev: number; key: string }[] = [];
-  private readonly watchers = new Set<(why: string) => void>();
-  private readonly errorSinks = new Set<(err: Error) => void>();
-  /** Every call, for assertions: "list", "renew 10.88.1.0-24 ttl=60", ... */
-  readonly calls: string[] = [];
-  /** While true every call fails as an unreachable etcd does. */
-  down = false;
-  /** Runs after a list has read the entries, before it returns (a change "between list and watch"). */
-  afterList?: () => void;
-  /** Runs when watch() is called, before it registers: a change made just before the watch starts. */
-  beforeWatch?: () => void;
-  /** Runs after each call that succeeded, with its text ("renew 10.88.1.0-24 ttl=60"). */
-  after?: (call: string) => void;
-  /** How long a renewal, a creation takes (a slow etcd). */
-  renewDelayMs = 0;
-  createDelayMs = 0;
-  /** Renewals in flight right now, and the most there ever were at once. */
-  private renewing = 0;
-  maxConcurrentRenewals = 0;
-
-  private check(what: string): void {
-    this.calls.push(what);
-    if (this.down) throw new StoreUnavailable('etcd mem unreachable: connection refused');
-  }
-
-  /** Writes a key as another node (or etcdctl) would; ttlS 0 = no etcd lease. */
-  put(key: string, raw: string, ttlS = 0): void {
-    this.revision++;
-    this.entries.set(key, {
-      raw,
-      lease: ttlS ? this.nextLease++ : 0,
-      ...(ttlS ? { expiresAt: Date.now() + ttlS * 1000 } : {}),
-      modRevision: this.revision,
-    });
-    this.history.push({ rev: this.revision, key });
-    for (const w of this.watchers) w(`put ${key}`);
-  }
-
-  del(key: string): void {
-    if (!this.entries.delete(key)) return;
-    this.revision++;
-    this.history.push({ rev: this.revision, key });
-    for (const w of this.watchers) w(`delete ${key}`);
-  }
-
-  async getConfig(): Promise<string | undefined> {
-    this.check('getConfig');
-    return this.config;
-  }
-
-  async setConfig(text: string): Promise<void> {
-    this.config = text;
-  }
-
-  async list(): Promise<ListResult> {
-    this.check('list');
-    const out: ListResult = { leases: [], bad: [], revision: String(this.revision) };
-    for (const [key, e] of this.entries) {
-      if (e.expiresAt !== undefined && e.expiresAt <= Date.now()) continue;
-      const subnets = parseLeaseKey(key);
-      if (!subnets) {
-        out.bad.push({ key, why: 'not a subnet key' });
-        continue;
-      }
-      try {
-        out.leases.push({ ...subnets, attrs: decodeAttrs(e.raw), raw: e.raw, ...(e.lease === 0 ? { permanent: true } : {}) });
-      } catch (err) {
-        out.bad.push({ key, why: (err as Error).message });
-      }
-    }
-    this.afterList?.();
-    return out;
-  }
-
-  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
-    this.check(`create ${leaseKey(subnets)} ttl=${ttlS}`);
-    if (this.createDelayMs) await new Promise((r) => setTimeout(r, this.createDelayMs));
-    const { leases } = await this.list();
-    if (this.entries.has(leaseKey(subnets)) || [subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
-    this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
-    this.after?.(`create ${leaseKey(subnets)} ttl=${ttlS}`);
-    return true;
-  }
-
-  async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
-    this.check(`renew ${leaseKey(subnets)} ttl=${ttlS}`);
-    this.maxConcurrentRenewals = Math.max(this.maxConcurrentRenewals, ++this.renewing);
-    try {
-      if (this.renewDelayMs) await new Promise((r) => setTimeout(r, this.renewDelayMs));
-    } finally {
-      this.renewing--;
-    }
-    const e = this.entries.get(leaseKey(subnets));
-    if (!e || (expectedValue !== undefined && e.raw !== expectedValue)) return false; // etcd: Value == expected
-    this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
-    this.after?.(this.calls.at(-1)!);
-    return true;
-  }
-
-  async remove(subnets: LeaseSubnets): Promise<void> {
-    this.check(`remove ${leaseKey(subnets)}`);
-    this.del(leaseKey(subnets));
-  }
-
-  /** As etcd: from `after` + 1 when given (history replayed), else from now. */
-  /** The watch reports trouble (etcd3's 'disconnected', a failed reconnect). */
-  watchError(err: Error): void {
-    for (const sink of this.errorSinks) sink(err);
-  }
-
-  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
-    this.beforeWatch?.();
-    this.watchers.add(onChange);
-    this.errorSinks.add(onError);
-    if (after !== undefined) {
-      const missed = this.history.filter((h) => h.rev > Number(after));
-      if (missed.length) setTimeout(() => missed.forEach((h) => onChange(`replayed ${h.key}`)), 0);
-    }
-    return () => this.watchers.delete(onChange);
-  }
-
-  async close(): Promise<void> {}
-}
-
-const attrsOf = (n: number): LeaseAttrs => ({ publicIP: IP.parse(`192.168.88.${n}`)!, backendType: 'vxlan', vni: 1, vtepMAC: `0a:00:00:00:00:0${n}` });
-
-describe('acquiring a lease against etcd semantics', () => {
-  const cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}');
-  let store: MemStore;
-  beforeEach(() => {
-    store = new MemStore();
-  });
-
-  it('our own lease as flanneld writes it ("PublicIPv6":null) or by hand (other spacing) is reused', async () => {
-    // flanneld: LeaseAttrs.PublicIPv6 is a pointer without omitempty
-    store.put('10.88.7.0-24', '{"PublicIP":"192.168.88.1","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:00:00:00:00:01"}}', 600);
-    store.put('10.88.8.0-24', '{ "PublicIP": "192.168.88.2", "BackendType": "vxlan", "BackendData": { "VtepMAC": "0A:00:00:00:00:02", "VNI": 1 } }', 600);
-    const a = await acquireLease(store, cfg, attrsOf(1), { ttlS: 60 });
-    expect([a.how, a.subnet?.toString()]).toEqual(['reused', '10.88.7.0/24']);
-    const b = await acquireLease(store, cfg, attrsOf(2), { ttlS: 60 });
-    expect([b.how, b.subnet?.toString()]).toEqual(['reused', '10.88.8.0/24']);
-    // re-written in our spelling
-    expect(store.entries.get('10.88.7.0-24')!.raw).toBe(encodeAttrs(attrsOf(1)));
-  });
-
-  it('a reservation of ours (a key without an etcd lease) is adopted and stays a reservation', async () => {
-    store.put('10.88.9.0-24', '{"PublicIP":"192.168.88.1","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:00:00:00:00:01"}}', 0);
-    const a = await acquireLease(store, cfg, { ...attrsOf(1), vtepMAC: '0a:00:00:00:00:a1' }, { ttlS: 86400 });
-    expect([a.how, a.subnet?.toString(), a.permanent]).toEqual(['reused', '10.88.9.0/24', true]);
-    expect(store.calls).toContain('renew 10.88.9.0-24 ttl=0');
-    const e = store.entries.get('10.88.9.0-24')!;
-    expect([e.lease, e.expiresAt, decodeAttrs(e.raw).vtepMAC]).toEqual([0, undefined, '0a:00:00:00:00:a1']);
-    // an ordinary lease of ours keeps its TTL
-    store.put('10.88.10.0-24', encodeAttrs(attrsOf(2)), 600);
-    const b = await acquireLease(store, cfg, attrsOf(2), { ttlS: 86400 });
-    expect([b.how, b.permanent]).toEqual(['reused', undefined]);
-    expect(store.entries.get('10.88.10.0-24')!.lease).not.toBe(0);
-  });
-
-  it('the guard still refuses a lease that changed between the list and the renewal', async () => {
-    store.put('10.88.7.0-24', encodeAttrs(attrsOf(1)), 600);
-    let once = true;
-    store.afterList = () => {
-      if (!once) return;
-      once = false;
-      store.put('10.88.7.0-24', encodeAttrs({ ...attrsOf(1), vtepMAC: '0a:00:00:00:00:99' }), 600); // another writer
-    };
-    const logs: string[] = [];
-    const a = await acquireLease(store, cfg, attrsOf(1), { ttlS: 60, log: (m) => logs.push(m) });
-    expect(a.how).toBe('reused');
-    expect(store.calls.filter((c) => c.startsWith('renew'))).toHaveLength(2); // refused once, then done on the fresh value
-  });
-});
-
+import { MemStore } from './flannel-mem-store';
 
 // ---------------------------------------------------------------------------
-// The node: a model of what the daemon runs (`ip`, `bridge`, in netns NS).
-
-const NS = '/run/netns/fake-node';
+// The node: a model of what the daemon runs (`ip`, `bridge`).
 
 interface FLink {
   name: string;
@@ -266,9 +73,7 @@ class FakeNode {
 
   private ok = (stdout = ''): RunResult => ({ stdout, stderr: '', code: 0 });
 
-  run(full: string[], input?: string): RunResult {
-    if (full[0] !== 'nsenter' || full[1] !== `--net=${NS}`) throw new Error(`not run in the node's namespace: ${full.join(' ')}`);
-    const argv = full.slice(3);
+  run(argv: string[], input?: string): RunResult {
     const cmd = argv.join(' ');
     this.calls.push(cmd);
     let m: RegExpExecArray | null;
@@ -377,17 +182,13 @@ describe('the daemon (in-memory store, model of the node)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const daemon = (o: Partial<DaemonOptions> = {}): Daemon => {
-    const d = new Daemon({
+  const daemon = ({ leaseTtlS = 3600, ...o }: Partial<DaemonOptions> & { leaseTtlS?: number } = {}): Daemon => {
+    const d = new Daemon(new StoreManager(store, { leaseTtlS }), {
       iface: 'eth0',
-      store: {},
-      leaseStore: store,
       subnetFile: join(dir, 'subnet.env'),
-      leaseTtlS: 3600,
       reconcileMs: 60_000,
       ipMasq: false,
       releaseOnExit: false,
-      netns: NS,
       log: (msg) => logs.push(msg),
       ...o,
     });
@@ -424,29 +225,6 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(node.has('10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
     expect(logs.join('\n')).toMatch(/etcd mem unreachable: connection refused; keeping the overlay as programmed/);
     expect(logs.join('\n')).not.toMatch(/removed/);
-  });
-
-  it('the lease is renewed on its own timer from the TTL, however long the reconcile interval', async () => {
-    const d = daemon({ leaseTtlS: 2, reconcileMs: 60_000 });
-    await d.start();
-    const key = [...store.entries.keys()].find((k) => decodeAttrs(store.entries.get(k)!.raw).publicIP?.toString() === '192.168.88.1')!;
-    const t0 = Date.now();
-    for (let i = 0; i < 25; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      const e = store.entries.get(key);
-      expect(e && e.expiresAt! > Date.now(), `lease alive after ${Date.now() - t0} ms`).toBe(true);
-    }
-    expect(store.calls.filter((c) => c === `renew ${key} ttl=2`).length).toBeGreaterThanOrEqual(2);
-    expect(logs.join('\n')).toMatch(/renewed lease .* for 2 s/);
-  });
-
-  it('renewals and reconciles never overlap, however slow the store is', async () => {
-    store.renewDelayMs = 300;
-    const d = daemon({ leaseTtlS: 1, reconcileMs: 20 });
-    await d.start();
-    await new Promise((r) => setTimeout(r, 1600));
-    expect(store.calls.filter((c) => c.startsWith('renew')).length).toBeGreaterThanOrEqual(2);
-    expect(store.maxConcurrentRenewals).toBe(1);
   });
 
   it('a lease advertising our VTEP MAC is never programmed, and said so once', async () => {
@@ -509,7 +287,8 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(logs.filter((l) => l.startsWith('watch: '))).toEqual(['watch: etcd mem unreachable', 'watch: The etcd watch stream was unexpectedly ended']);
   });
 
-  it('a renewal refused (another node holds our subnet now) is logged once, not on every retry', async () => {
+  // (renewal timing, retries and reservations: flannel-store-manager.test.ts, with fake timers)
+  it('a renewal refused (another node holds our subnet now) makes the reconcile see the conflict: each logged once, not on every retry', async () => {
     store.put('10.88.1.0-24', peerValue(1), 600);
     const d = daemon({ leaseTtlS: 1, reconcileMs: 50 });
     await d.start();

@@ -16,7 +16,7 @@ vi.mock('../../src/flannel/etcd-client', () => ({
 }));
 
 import { EtcdStore } from '../../src/flannel/etcd-store';
-import { StoreUnavailable } from '../../src/flannel/store';
+import { StoreUnavailable } from '../../src/flannel/manager';
 import { encodeAttrs } from '../../src/flannel/lease';
 import { IP, Prefix } from '../../src/net/ip';
 
