@@ -51,6 +51,11 @@ export class PrivateContainerd {
   readonly socket: string;
   readonly endpoint: string;
   readonly binDir: string;
+  /**
+   * The same plugins, each run inside the node namespace: a CNI_PATH for
+   * code under test that runs plugins the way a node's own tools would.
+   */
+  readonly nodeBinDir: string;
   readonly confDir: string;
   /** host-local's dataDir in the test network. */
   readonly ipamDir: string;
@@ -65,6 +70,7 @@ export class PrivateContainerd {
     this.socket = join(this.dir, 'containerd.sock');
     this.endpoint = `unix://${this.socket}`;
     this.binDir = join(this.dir, 'cni-bin');
+    this.nodeBinDir = join(this.dir, 'node-bin');
     this.confDir = join(this.dir, 'cni-conf');
     this.ipamDir = join(this.dir, 'ipam');
     this.network = `cni-ts-${options.name}`;
@@ -148,11 +154,15 @@ export class PrivateContainerd {
   }
 
   private prepare(): void {
-    for (const d of [this.dir, this.binDir, this.confDir, this.ipamDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
-    symlinkSync(join(OUR_BIN, 'bridge'), join(this.binDir, 'bridge'));
-    symlinkSync(join(OUR_BIN, 'host-local'), join(this.binDir, 'host-local'));
+    for (const d of [this.dir, this.binDir, this.nodeBinDir, this.confDir, this.ipamDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
     // containerd's CRI adds a loopback network of its own to every pod.
-    symlinkSync(join(GO_BIN, 'loopback'), join(this.binDir, 'loopback'));
+    const plugins = { bridge: join(OUR_BIN, 'bridge'), 'host-local': join(OUR_BIN, 'host-local'), loopback: join(GO_BIN, 'loopback') };
+    for (const [name, file] of Object.entries(plugins)) {
+      symlinkSync(file, join(this.binDir, name));
+      const wrapper = join(this.nodeBinDir, name);
+      writeFileSync(wrapper, `#!/bin/sh\nexec nsenter --net=${shellQuote(this.nodeNetnsPath)} -- ${shellQuote(file)} "$@"\n`);
+      chmodSync(wrapper, 0o755);
+    }
     // containerd 1.6's libcni speaks CNI up to 1.0.0.
     const conflist = {
       cniVersion: '1.0.0',
@@ -331,6 +341,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
     }
   }
 }
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** Mount points at or below `dir`, deepest first. */
 function mountsUnder(dir: string): string[] {
