@@ -9,7 +9,7 @@ import { parse, type IConversionOptions, type Root } from 'protobufjs';
 import { CRI_PROTO } from './cri-api';
 
 export interface RuntimeVersion {
-  /** The CRI version the runtime speaks (e.g. "0.1.0"; v1 runtimes answer "v1" in runtimeApiVersion). */
+  /** The kubelet API version the runtime answers ("0.1.0"); runtimeApiVersion is the CRI version ("v1"). */
   version: string;
   runtimeName: string;
   runtimeVersion: string;
@@ -69,6 +69,8 @@ export class CriError extends Error {
 const SERVICE = '/runtime.v1.RuntimeService/';
 const DECODE: IConversionOptions = { longs: String, enums: String, defaults: true, arrays: true, objects: true };
 const DEFAULT_TIMEOUT_MS = 10_000;
+/** What the kubelet sends in VersionRequest (kuberuntime's kubeRuntimeAPIVersion). */
+const KUBELET_API_VERSION = '0.1.0';
 
 let protoRoot: Root | undefined;
 const messages = () => (protoRoot ??= parse(CRI_PROTO).root);
@@ -105,7 +107,7 @@ export class CriClient {
   }
 
   async version(): Promise<RuntimeVersion> {
-    const r = await this.call('Version', { version: 'v1' });
+    const r = await this.call('Version', { version: KUBELET_API_VERSION });
     return { version: r.version, runtimeName: r.runtimeName, runtimeVersion: r.runtimeVersion, runtimeApiVersion: r.runtimeApiVersion };
   }
 

@@ -129,8 +129,8 @@ describe('CriClient against a runtime', () => {
     expect(await client(`unix://${CRI_SOCK}`).version()).toEqual(expected);
     expect(await client(CRI_SOCK).version()).toEqual(expected);
     expect(received).toEqual([
-      ['Version', { version: 'v1' }],
-      ['Version', { version: 'v1' }],
+      ['Version', { version: '0.1.0' }],
+      ['Version', { version: '0.1.0' }],
     ]);
   });
 
