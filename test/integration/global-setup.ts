@@ -13,8 +13,10 @@ const REQUIRED_FILES = [
   '/usr/lib/cni/bridge', // the Go reference bridge: side-by-side comparison
   '/usr/lib/cni/tuning', // chained after our bridge through libcni (cnidrive)
   '/usr/lib/cni/portmap',
+  '/usr/lib/cni/loopback', // containerd's CRI adds a loopback network to every pod
+  '/bin/busybox', // Debian's busybox-static: the private containerd's pause image
 ];
-const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go'];
+const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go', 'containerd', 'ctr', 'runc', 'tar'];
 
 export default function setup(): void {
   const problems: string[] = [];

@@ -16,6 +16,7 @@ const LAYERS: Record<string, number> = {
   util: 2,
   iproute: 3,
   ipam: 3,
+  runtime: 3,
   bridge: 4,
   flannel: 4,
   cli: 5,
