@@ -14,7 +14,7 @@ const REQUIRED_FILES = [
   '/usr/lib/cni/tuning', // chained after our bridge through libcni (cnidrive)
   '/usr/lib/cni/portmap',
 ];
-const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go'];
+const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go', 'kubectl'];
 
 export default function setup(): void {
   const problems: string[] = [];

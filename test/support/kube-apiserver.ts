@@ -85,14 +85,17 @@ export interface RequestRecord {
   control?: boolean;
 }
 
+/** A Node as stored: plain JSON, loosely typed for the tests' convenience. */
+export type StoredNode = { metadata: { name: string; [key: string]: any }; [key: string]: any };
+
 /** What a test can do to the server besides calling its API; in-process and over the control socket alike. */
 export interface KubeApiHooks {
   /** Creates a Node as it is given (status included), as the API does; returns it as stored. */
-  createNode(node: JsonObject): Promise<JsonObject>;
-  getNode(name: string): Promise<JsonObject | undefined>;
-  listNodes(): Promise<JsonObject[]>;
+  createNode(node: JsonObject): Promise<StoredNode>;
+  getNode(name: string): Promise<StoredNode | undefined>;
+  listNodes(): Promise<StoredNode[]>;
   /** A JSON merge patch of the whole Node (spec, status, metadata), as another component would write it. */
-  patchNode(name: string, patch: Json): Promise<JsonObject>;
+  patchNode(name: string, patch: Json): Promise<StoredNode>;
   deleteNode(name: string): Promise<boolean>;
   /** The next watch that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
   forceGone(): Promise<void>;
@@ -366,20 +369,20 @@ export class KubeApiServer implements KubeApiHooks {
 
   // ---- hooks ----
 
-  async createNode(node: JsonObject): Promise<JsonObject> {
-    return this.create(node);
+  async createNode(node: JsonObject): Promise<StoredNode> {
+    return this.create(node) as StoredNode;
   }
-  async getNode(name: string): Promise<JsonObject | undefined> {
+  async getNode(name: string): Promise<StoredNode | undefined> {
     const n = this.nodes.get(name);
-    return n && structuredClone(n);
+    return n && (structuredClone(n) as StoredNode);
   }
-  async listNodes(): Promise<JsonObject[]> {
-    return this.sorted().map((n) => structuredClone(n));
+  async listNodes(): Promise<StoredNode[]> {
+    return this.sorted().map((n) => structuredClone(n) as StoredNode);
   }
-  async patchNode(name: string, patch: Json): Promise<JsonObject> {
+  async patchNode(name: string, patch: Json): Promise<StoredNode> {
     const cur = this.nodes.get(name);
     if (!cur) throw notFound(name);
-    return this.save(name, mergePatch(cur, patch) as JsonObject);
+    return this.save(name, mergePatch(cur, patch) as JsonObject) as StoredNode;
   }
   async deleteNode(name: string): Promise<boolean> {
     if (!this.nodes.has(name)) return false;
@@ -498,6 +501,7 @@ export class KubeApiServer implements KubeApiHooks {
       const user = control || PUBLIC_PATHS.has(url.pathname) ? undefined : this.authenticate(req);
       if (user) record.user = user.name;
       await this.route(req, res, url, user);
+      if (res.headersSent) record.status = res.statusCode; // a watch: its stream has begun
     } catch (err) {
       if (res.headersSent) {
         res.destroy();
