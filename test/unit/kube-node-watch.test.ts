@@ -177,6 +177,26 @@ describe('NodeWatch', () => {
     away.close();
   });
 
+  it('takes a watch that brings nothing, not even a bookmark, for watchIdleMs as broken, and resumes it', async () => {
+    await server.createNode(node('a'));
+    const quiet = new KubeClient({ server: server.url, description: 'test' }, { watchIdleMs: 300 });
+    try {
+      changes = [];
+      errors = [];
+      await server.clearRequests();
+      watch = new NodeWatch(quiet, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message) }, { backoff: { initialMs: 10, maxMs: 10 } });
+      await watch.start();
+      await until('a second watch', async () => watches(await server.requests()).length >= 2);
+      expect(errors[0]).toMatch(/api\/v1\/nodes\?watch=1.*: no event or bookmark for 0.3 s$/);
+      await server.patchNode('a', { metadata: { labels: { still: 'seen' } } });
+      await until('the change', () => changes.includes('MODIFIED a'));
+      expect(lists(await server.requests())).toHaveLength(1);
+    } finally {
+      watch?.stop();
+      quiet.close();
+    }
+  });
+
   it('stop() closes the watch', async () => {
     const w = await startWatch();
     w.stop();
