@@ -138,6 +138,7 @@ export class KubeClient {
             onEvent(event);
           }
         });
+        res.on('error', (err) => (stopped ? resolve() : fail(new KubeApiError(`GET ${url}: the watch stream broke (${err.message})`))));
         res.on('end', () => (pending.trim() ? fail(new KubeApiError(`GET ${url}: the watch stream ended inside an event`)) : resolve()));
         res.on('close', () => {
           if (stopped) resolve();
