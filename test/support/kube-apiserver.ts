@@ -401,9 +401,9 @@ export class KubeApiServer implements KubeApiHooks {
     return n;
   }
   async sendBookmarks(): Promise<number> {
-    let n = 0;
-    for (const w of this.watches) if (w.bookmarks && !w.table) (this.bookmark(w), n++);
-    return n;
+    const allowed = [...this.watches].filter((w) => w.bookmarks && !w.table);
+    for (const w of allowed) this.bookmark(w);
+    return allowed.length;
   }
   async bumpResourceVersion(count = 1): Promise<string> {
     this.rv += count;
