@@ -16,7 +16,7 @@ const REQUIRED_FILES = [
   '/usr/lib/cni/loopback', // containerd's CRI adds a loopback network to every pod
   '/bin/busybox', // Debian's busybox-static: the private containerd's pause image
 ];
-const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go', 'containerd', 'ctr', 'runc', 'tar'];
+const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go', 'containerd', 'ctr', 'runc', 'tar', 'kubectl'];
 
 export default function setup(): void {
   const problems: string[] = [];

@@ -1,0 +1,236 @@
+// A small Kubernetes API client for what the kube subnet manager does with
+// Nodes: get, list, watch, and patch (its annotations and its
+// NetworkUnavailable condition, through the status subresource as flanneld
+// does: kube-flannel's ClusterRole grants `patch` on nodes/status only).
+// HTTP/1.1 over node:https with one keep-alive agent; JSON only.
+//
+// Why our own client and not @kubernetes/client-node: see the README's
+// dependency table (measured: bundle size, load time and memory for load +
+// list + watch).
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConnection } from './config';
+import type { KubeNode, NodeList, WatchEvent } from './node';
+
+/** A request that failed: the message names the method, the URL and the HTTP status (or the network error). */
+export class KubeApiError extends Error {
+  override name = 'KubeApiError';
+  constructor(
+    message: string,
+    /** The HTTP status (a watch's ERROR event: its Status code); undefined when no answer came. */
+    readonly status?: number,
+    /** The Status object's reason: NotFound, Conflict, Expired, Forbidden, ... */
+    readonly reason?: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface WatchHandle {
+  /**
+   * Settles when the stream is over: resolves when the server ended it (its
+   * timeoutSeconds) or stop() was called; rejects with a KubeApiError when it
+   * could not be opened, broke, went silent for too long, or the server sent
+   * an ERROR event (status 410: the resourceVersion is too old, list again).
+   */
+  done: Promise<void>;
+  stop(): void;
+}
+
+export interface KubeClientOptions {
+  /** The most a request other than a watch may take (default 10 s). */
+  timeoutMs?: number;
+  /**
+   * A watch that brings nothing (event or bookmark) for this long is taken as
+   * broken (default 90 s: kube-apiserver sends a bookmark about every minute).
+   * A peer that vanished without closing the connection is noticed this way.
+   */
+  watchIdleMs?: number;
+  userAgent?: string;
+}
+
+type PatchType = 'strategic' | 'merge';
+const PATCH_CONTENT_TYPE: Record<PatchType, string> = {
+  strategic: 'application/strategic-merge-patch+json',
+  merge: 'application/merge-patch+json',
+};
+
+/** Node's codes for a server certificate it refused. */
+const TLS_TRUST_ERROR = /^(UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
+
+export class KubeClient {
+  private readonly agent: http.Agent;
+  private readonly timeoutMs: number;
+  private readonly watchIdleMs: number;
+  private readonly userAgent: string;
+
+  constructor(
+    private readonly conn: KubeConnection,
+    opts: KubeClientOptions = {},
+  ) {
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.watchIdleMs = opts.watchIdleMs ?? 90_000;
+    this.userAgent = opts.userAgent ?? 'vxlan-flannel';
+    this.agent = conn.server.startsWith('https:')
+      ? new https.Agent({ keepAlive: true, ca: conn.ca, cert: conn.cert, key: conn.key, rejectUnauthorized: !conn.insecureSkipTLSVerify, servername: conn.tlsServerName })
+      : new http.Agent({ keepAlive: true });
+  }
+
+  getNode(name: string): Promise<KubeNode> {
+    return this.call<KubeNode>('GET', `/api/v1/nodes/${encodeURIComponent(name)}`);
+  }
+
+  /** Every Node, read consistently (the most recent state), with the list's resourceVersion. */
+  async listNodes(): Promise<NodeList> {
+    const list = await this.call<{ items?: KubeNode[]; metadata?: { resourceVersion?: string } }>('GET', '/api/v1/nodes');
+    return { items: list.items ?? [], resourceVersion: list.metadata?.resourceVersion ?? '' };
+  }
+
+  /**
+   * Patches Node `name` (`status`: through /status, which changes metadata
+   * and status, never the spec). A strategic merge patch by default: a map
+   * merges key by key, `null` removes a key, and the conditions list merges
+   * by condition type.
+   */
+  patchNode(name: string, patch: object, opts: { status?: boolean; type?: PatchType } = {}): Promise<KubeNode> {
+    const path = `/api/v1/nodes/${encodeURIComponent(name)}${opts.status ? '/status' : ''}`;
+    return this.call<KubeNode>('PATCH', path, { text: JSON.stringify(patch), type: PATCH_CONTENT_TYPE[opts.type ?? 'strategic'] });
+  }
+
+  /**
+   * Watches Nodes from `resourceVersion` (every change after it, then live),
+   * with bookmarks; the server ends the stream after `timeoutSeconds`.
+   */
+  watchNodes(resourceVersion: string, onEvent: (e: WatchEvent) => void, timeoutSeconds: number): WatchHandle {
+    const query = new URLSearchParams({ watch: '1', allowWatchBookmarks: 'true', resourceVersion, timeoutSeconds: String(timeoutSeconds) });
+    const { req, url } = this.open('GET', `/api/v1/nodes?${query}`);
+    let stopped = false;
+    const done = new Promise<void>((resolve, reject) => {
+      const fail = (err: Error) => {
+        req.destroy();
+        reject(err);
+      };
+      req.setTimeout(this.watchIdleMs, () => fail(new KubeApiError(`GET ${url}: no event or bookmark for ${this.watchIdleMs / 1000} s`)));
+      req.on('error', (err) => (stopped ? resolve() : fail(this.networkError('GET', url, err))));
+      req.on('response', (res) => {
+        if (res.statusCode !== 200) {
+          readBody(res).then((body) => fail(this.statusError('GET', url, res.statusCode ?? 0, body)), fail);
+          return;
+        }
+        res.setEncoding('utf8');
+        let pending = '';
+        res.on('data', (chunk: string) => {
+          pending += chunk;
+          for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
+            const line = pending.slice(0, nl).trim();
+            pending = pending.slice(nl + 1);
+            if (!line) continue;
+            let event: WatchEvent;
+            try {
+              event = JSON.parse(line) as WatchEvent;
+            } catch {
+              return fail(new KubeApiError(`GET ${url}: the watch sent something that is not JSON: ${JSON.stringify(line.slice(0, 200))}`));
+            }
+            if (event.type === 'ERROR') {
+              const s = event.object ?? {};
+              return fail(new KubeApiError(`GET ${url}: watch ERROR ${s.code ?? '?'} ${s.reason ?? ''}: ${s.message ?? JSON.stringify(s)}`, s.code, s.reason));
+            }
+            onEvent(event);
+          }
+        });
+        res.on('error', (err) => (stopped ? resolve() : fail(new KubeApiError(`GET ${url}: the watch stream broke (${err.message})`))));
+        res.on('end', () => (pending.trim() ? fail(new KubeApiError(`GET ${url}: the watch stream ended inside an event`)) : resolve()));
+        res.on('close', () => {
+          if (stopped) resolve();
+          else if (!res.complete) fail(new KubeApiError(`GET ${url}: the watch stream broke`));
+        });
+      });
+      req.end();
+    });
+    return {
+      done,
+      stop: () => {
+        stopped = true;
+        req.destroy();
+      },
+    };
+  }
+
+  /** Closes idle keep-alive connections (open watches are stopped by their own handle). */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private open(method: string, path: string, body?: { text: string; type: string }): { req: http.ClientRequest; url: string } {
+    const url = this.conn.server + path;
+    const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent };
+    const token = this.conn.token?.();
+    if (token) headers.Authorization = `Bearer ${token}`;
+    if (body) Object.assign(headers, { 'Content-Type': body.type, 'Content-Length': String(Buffer.byteLength(body.text)) });
+    const request = url.startsWith('https:') ? https.request : http.request;
+    return { req: request(url, { method, headers, agent: this.agent }), url };
+  }
+
+  private call<T>(method: string, path: string, body?: { text: string; type: string }): Promise<T> {
+    const { req, url } = this.open(method, path, body);
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => req.destroy(new KubeApiError(`${method} ${url}: no answer within ${this.timeoutMs / 1000} s`)), this.timeoutMs);
+      req.on('error', (err) => {
+        clearTimeout(timer);
+        reject(err instanceof KubeApiError ? err : this.networkError(method, url, err));
+      });
+      req.on('response', (res) => {
+        readBody(res).then(
+          (text) => {
+            clearTimeout(timer);
+            const status = res.statusCode ?? 0;
+            if (status < 200 || status > 299) return reject(this.statusError(method, url, status, text));
+            try {
+              resolve(JSON.parse(text) as T);
+            } catch {
+              reject(new KubeApiError(`${method} ${url}: ${status} but the answer is not JSON: ${JSON.stringify(text.slice(0, 200))}`, status));
+            }
+          },
+          (err: Error) => {
+            clearTimeout(timer);
+            reject(this.networkError(method, url, err));
+          },
+        );
+      });
+      req.end(body?.text);
+    });
+  }
+
+  /** An error answer: the Status object's reason and message when there is one. */
+  private statusError(method: string, url: string, status: number, body: string): KubeApiError {
+    let reason: string | undefined;
+    let message = body.trim().slice(0, 500) || http.STATUS_CODES[status] || '';
+    try {
+      const s = JSON.parse(body) as { kind?: string; reason?: string; message?: string };
+      if (s.kind === 'Status') [reason, message] = [s.reason, s.message ?? message];
+    } catch {
+      // not a Status object: the body as it came
+    }
+    return new KubeApiError(`${method} ${url}: ${status} ${reason ?? http.STATUS_CODES[status] ?? ''}: ${message}`, status, reason);
+  }
+
+  private networkError(method: string, url: string, err: NodeJS.ErrnoException): KubeApiError {
+    if (err.code && TLS_TRUST_ERROR.test(err.code)) {
+      const against = this.conn.caSource ? `the CA in ${this.conn.caSource}` : 'the system CAs';
+      return new KubeApiError(`${method} ${url}: TLS: the server's certificate is not trusted (${err.code}: ${err.message}; checked against ${against})`);
+    }
+    return new KubeApiError(`${method} ${url}: ${err.message}`);
+  }
+}
+
+function readBody(res: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString()));
+    res.on('error', reject);
+    res.on('close', () => {
+      if (!res.complete) reject(new Error('the connection closed before the whole answer came'));
+    });
+  });
+}

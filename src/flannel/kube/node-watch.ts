@@ -1,0 +1,158 @@
+// Every Node, kept up to date: list, then watch from the list's
+// resourceVersion, as client-go's reflector does for flanneld's informer.
+// - A watch that ends (the server's timeoutSeconds), breaks or goes silent is
+//   opened again from the last resourceVersion seen (an event's or a
+//   bookmark's), so nothing is missed and nothing is listed twice.
+// - 410 Gone (that resourceVersion is out of the server's history, as an
+//   ERROR event or an HTTP status) means changes were missed: list again,
+//   and report the difference to the cache as changes (a Node gone
+//   meanwhile is reported DELETED).
+// - Failures are retried with a bounded backoff (doubling up to maxMs, reset
+//   once the watch delivers again), each reported to onError.
+import { KubeApiError, KubeClient, WatchHandle } from './client';
+import type { KubeNode } from './node';
+
+export interface NodeChange {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  /** The Node now (DELETED: its last state). */
+  node: KubeNode;
+  /** The Node as it was before (MODIFIED, DELETED). */
+  previous?: KubeNode;
+}
+
+export interface NodeWatchHandlers {
+  /** A Node appeared, changed or went (also as found by a new list). */
+  onChange(change: NodeChange): void;
+  /** A list or watch failed; it is retried. */
+  onError(err: Error): void;
+  /** Listing again, and why (the watch's resourceVersion expired). */
+  onRelist?(why: string): void;
+}
+
+export interface NodeWatchOptions {
+  /** Retry delays: from initialMs, doubling, at most maxMs (default 250 ms to 2 s). */
+  backoff?: { initialMs: number; maxMs: number };
+  /** How long the server keeps one watch open (default 5 to 10 min, random, as client-go). */
+  watchTimeoutS?: () => number;
+}
+
+const name = (n: KubeNode) => n.metadata.name;
+
+export class NodeWatch {
+  private readonly cache = new Map<string, KubeNode>();
+  private rv = '';
+  private stopped = false;
+  private current?: WatchHandle;
+  private wake?: () => void;
+  private failures = 0;
+  private readonly backoff: { initialMs: number; maxMs: number };
+  private readonly watchTimeoutS: () => number;
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly handlers: NodeWatchHandlers,
+    opts: NodeWatchOptions = {},
+  ) {
+    this.backoff = opts.backoff ?? { initialMs: 250, maxMs: 2000 };
+    this.watchTimeoutS = opts.watchTimeoutS ?? (() => 300 + Math.floor(Math.random() * 300));
+  }
+
+  /**
+   * Lists the Nodes (retrying until it works or stop() is called) and keeps
+   * watching in the background. Resolves once the first list is in: nodes()
+   * is complete from then on. The first list's Nodes are reported as ADDED.
+   */
+  async start(): Promise<void> {
+    while (!this.stopped && !(await this.list())) await this.pause();
+    void this.run();
+  }
+
+  /** The Nodes as last seen, by name. */
+  nodes(): ReadonlyMap<string, KubeNode> {
+    return this.cache;
+  }
+
+  /** The resourceVersion the watch resumes from. */
+  get resourceVersion(): string {
+    return this.rv;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.current?.stop();
+    this.wake?.();
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      this.current = this.client.watchNodes(this.rv, (e) => this.apply(e.type, e.object), this.watchTimeoutS());
+      try {
+        await this.current.done;
+      } catch (err) {
+        if (this.stopped) return;
+        if (err instanceof KubeApiError && err.status === 410) {
+          this.handlers.onRelist?.(err.message);
+          while (!this.stopped && !(await this.list())) await this.pause();
+        } else {
+          this.handlers.onError(err as Error);
+          await this.pause();
+        }
+      }
+    }
+  }
+
+  /** One list into the cache; false (reported) when it failed. */
+  private async list(): Promise<boolean> {
+    let list;
+    try {
+      list = await this.client.listNodes();
+    } catch (err) {
+      this.handlers.onError(err as Error);
+      return false;
+    }
+    if (this.stopped) return true;
+    this.failures = 0;
+    const seen = new Set<string>();
+    for (const node of list.items) {
+      seen.add(name(node));
+      const previous = this.cache.get(name(node));
+      this.cache.set(name(node), node);
+      if (!previous) this.handlers.onChange({ type: 'ADDED', node });
+      else if (previous.metadata.resourceVersion !== node.metadata.resourceVersion) this.handlers.onChange({ type: 'MODIFIED', node, previous });
+    }
+    for (const [n, previous] of this.cache) {
+      if (seen.has(n)) continue;
+      this.cache.delete(n);
+      this.handlers.onChange({ type: 'DELETED', node: previous, previous });
+    }
+    this.rv = list.resourceVersion;
+    return true;
+  }
+
+  private apply(type: string, node: KubeNode): void {
+    if (this.stopped) return;
+    this.failures = 0;
+    if (node.metadata?.resourceVersion) this.rv = node.metadata.resourceVersion;
+    if (type === 'BOOKMARK' || !node.metadata?.name) return;
+    const previous = this.cache.get(name(node));
+    if (type === 'DELETED') {
+      this.cache.delete(name(node));
+      this.handlers.onChange({ type: 'DELETED', node, previous });
+      return;
+    }
+    this.cache.set(name(node), node);
+    this.handlers.onChange(previous ? { type: 'MODIFIED', node, previous } : { type: 'ADDED', node });
+  }
+
+  /** Waits the next backoff step (cut short by stop()). */
+  private pause(): Promise<void> {
+    const ms = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures++);
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
