@@ -36,7 +36,7 @@ const SAVE = { 4: 'iptables-save', 6: 'ip6tables-save' } as const;
 const RESTORE = { 4: 'iptables-restore', 6: 'ip6tables-restore' } as const;
 const MULTICAST = { 4: '224.0.0.0/4', 6: 'ff00::/8' } as const;
 /** kube-proxy marks packets it wants masqueraded itself (KUBE-MARK-MASQ). */
-export const KUBE_PROXY_MARK = '0x4000/0x4000';
+const KUBE_PROXY_MARK = '0x4000/0x4000';
 
 /**
  * --ip-masq for one family: pod traffic within the cluster network is never
@@ -80,7 +80,7 @@ interface Saved {
 }
 
 /** What iptables-save printed for one table, seen from `set`'s chains. */
-export function readSaved(saved: string, set: ChainPlace): Saved {
+function readSaved(saved: string, set: ChainPlace): Saved {
   const out: Saved = { chainExists: false, rules: [], jumps: [] };
   const own = `-A ${set.chain} `;
   const hook = `-A ${set.hook} `;
