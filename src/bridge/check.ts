@@ -6,7 +6,7 @@
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { parseResult, type Interface, type Result } from '../cni/result';
 import type { Request } from '../cni/skel';
-import { runBatch } from '../iproute/batch';
+import { Batch } from '../iproute/batch';
 import { firstLink, isPromisc, linkKind, showDev, type IpLink } from '../iproute/link';
 import { linkNameProblem } from '../net/ifname';
 import { MAIN_TABLE, routeDstCidr, routeShowAll, routeTableId, type IpRoute } from '../iproute/route';
@@ -46,10 +46,16 @@ export async function check(req: Request): Promise<void> {
 
   const expectIps = (prev.ips ?? []).filter((ip) => ip.interface === undefined || ip.interface === contIdx);
   const tags = attachmentTags(cfg.network, containerId, ifname);
+  const hostSide = new Batch('ip');
+  const bridgeRead = hostSide.query(showDev(cfg.bridge), firstLink);
+  const vethRead = hostSide.query(showDev(hostVeth), firstLink);
+  const contSide = new Batch('ip');
+  const contLinkRead = contSide.query(showDev(ifname), firstLink);
+  const routesRead = contSide.query(routeShowAll(), (json) => (json as IpRoute[] | undefined) ?? []);
   const [ipamCheck, hostRead, contRead, masqProblem] = await Promise.allSettled([
     ipam ? callIpam(ipam, 'CHECK', req) : Promise.resolve(undefined),
-    runBatch('ip', [showDev(cfg.bridge), showDev(hostVeth)], { json: true, details: true }),
-    runBatch('ip', [showDev(ifname), routeShowAll()], { json: true, details: true, netns }),
+    hostSide.run({ json: true, details: true }),
+    contSide.run({ json: true, details: true, netns }),
     cfg.ipMasq && expectIps.length
       ? import('../iproute/masq').then(({ masqCheck }) =>
           masqCheck(cfg.ipMasqBackend, tags.attTag, expectIps.map((i) => normalizeIp(i.address.split('/')[0]))),
@@ -60,10 +66,10 @@ export async function check(req: Request): Promise<void> {
   if (hostRead.status === 'rejected') throw kernelError('reading the host links', hostRead.reason);
   if (contRead.status === 'rejected') throw kernelError(`reading ${ifname} in ${netns}`, contRead.reason);
 
-  const bridge = firstLink(hostRead.value.outputs[0]);
-  const veth = firstLink(hostRead.value.outputs[1]);
-  const cont = firstLink(contRead.value.outputs[0]);
-  const routes = (contRead.value.outputs[1] as IpRoute[] | undefined) ?? [];
+  const bridge = bridgeRead.output;
+  const veth = vethRead.output;
+  const cont = contLinkRead.output;
+  const routes = routesRead.output ?? [];
 
   checkBridge(cfg, bridge, brIf);
   if (!cont) throw drift(`container interface ${ifname} not found in ${netns}`);

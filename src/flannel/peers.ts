@@ -1,13 +1,17 @@
 // Peers on a VTEP: what the leases say should be there (neighbour, FDB,
 // route per peer), what the kernel has, and the commands that turn one into
 // the other. Planning is a pure function; applying it is three batched execs.
+// With flannel's DirectRouting, a peer whose public address is on one of this
+// node's directly connected underlay subnets gets a plain route
+// `<subnet> via <publicIP>` instead (no neighbour, no FDB entry), as flanneld
+// does; a peer switching between the two forms loses the other one.
 // One family at a time: flannel.<VNI> carries IPv4 (BackendData, PublicIP),
 // flannel-v6.<VNI> IPv6 (BackendV6Data, PublicIPv6); the same code serves both.
 import { IP, Prefix } from '../net/ip';
 import { runBatch, type Line } from '../iproute/batch';
 import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../iproute/fdb';
 import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../iproute/neigh';
-import { listRoutes, routeDel, routeReplace, type IpRoute } from '../iproute/route';
+import { listRoutes, listRoutesWithin, routeDel, routeReplace, type IpRoute } from '../iproute/route';
 import { Lease, describeSubnets, subnetOf } from './lease';
 import { isUnicastMac } from '../net/mac';
 
@@ -22,7 +26,14 @@ export interface Peer {
 export interface Actual {
   neigh: NeighEntry[];
   fdb: FdbEntry[];
+  /** Routes through the VTEP. */
   routes: IpRoute[];
+  /**
+   * Routes into the overlay network through other devices via a gateway: the
+   * direct routes (read when readActual is given the network). Absent: not
+   * read, and then no direct route is ever removed.
+   */
+  direct?: IpRoute[];
 }
 
 export interface Plan {
@@ -142,14 +153,27 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
 /** iproute2 prints addresses as inet_ntop does; ours are RFC 5952. Compare them parsed. */
 const norm = (addr: string | undefined): string | undefined => (addr === undefined ? undefined : (IP.parse(addr)?.toString() ?? addr));
 
-/** The commands that make `actual` match `peers` on `dev`; nothing when it already does. */
-export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, network: Prefix): Plan {
+/** Whether `peer` is reached directly: its public address is on one of `direct` (this node's connected underlay subnets). */
+const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
+  const ip = IP.parse(peer.publicIP);
+  return !!ip && direct.some((d) => d.family === ip.family && d.contains(ip));
+};
+
+/**
+ * The commands that make `actual` match `peers` on `dev`; nothing when it
+ * already does. `direct`: this node's directly connected underlay subnets
+ * (DirectRouting); empty, every peer goes over VXLAN.
+ */
+export function planPeers(all: readonly Peer[], actual: Actual, dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
   const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
   // each line belongs to the change logged right after it
   const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: Line) => {
     plan[batch].push(line);
     plan.owners[batch].push(plan.changes.length);
   };
+  const directPeers = all.filter((p) => isDirectPeer(p, direct));
+  const peers = all.filter((p) => !directPeers.includes(p));
+  planDirect(directPeers, actual, add, plan.changes);
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
   const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
@@ -206,9 +230,42 @@ export function planPeers(peers: readonly Peer[], actual: Actual, dev: string, n
   return plan;
 }
 
-export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4): Promise<Actual> {
-  const [neigh, fdb, routes] = await Promise.all([listNeigh(dev, netns, family), listFdb(dev, netns), listRoutes(dev, netns, family)]);
-  return { neigh, fdb, routes };
+/**
+ * Direct routes: `<subnet> via <publicIP>` for each direct peer; a route into
+ * the overlay via a gateway on another device that no direct peer asks for
+ * (the peer left, or went back to VXLAN) goes first. A VXLAN route of a peer
+ * now direct is stale on the VTEP and goes with the VTEP's stale routes.
+ */
+function planDirect(peers: readonly Peer[], actual: Actual, add: (batch: 'ipFirst' | 'ipLast', line: Line) => void, changes: string[]): void {
+  const want = new Map(peers.map((p) => [p.subnet.toString(), p]));
+  for (const r of actual.direct ?? []) {
+    const dst = Prefix.parse(r.dst)?.toString();
+    const p = dst ? want.get(dst) : undefined;
+    if (!r.gateway || (p && norm(r.gateway) === p.publicIP)) continue;
+    add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
+    changes.push(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`);
+  }
+  for (const p of peers) {
+    const dst = p.subnet.toString();
+    const r = actual.direct?.find((e) => Prefix.parse(e.dst)?.toString() === dst && norm(e.gateway) === p.publicIP);
+    if (r) continue;
+    add('ipLast', routeReplace({ dst, gw: p.publicIP }));
+    changes.push(`route ${dst} via ${p.publicIP} (direct): added`);
+  }
+}
+
+/**
+ * What the kernel has for the peers on `dev`. With `network` (DirectRouting),
+ * also the routes into it via a gateway on other devices: one more exec.
+ */
+export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4, network?: Prefix): Promise<Actual> {
+  const [neigh, fdb, routes, direct] = await Promise.all([
+    listNeigh(dev, netns, family),
+    listFdb(dev, netns),
+    listRoutes(dev, netns, family),
+    network ? listRoutesWithin(network.toString(), netns, family) : undefined,
+  ]);
+  return { neigh, fdb, routes, ...(direct ? { direct: direct.filter((r) => r.dev !== dev && r.gateway && r.protocol !== 'kernel') } : {}) };
 }
 
 /**

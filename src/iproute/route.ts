@@ -72,6 +72,11 @@ export async function listRoutes(dev: string, netns?: string, family: 4 | 6 = 4)
   return ipJson<IpRoute[]>([`-${family}`, 'route', 'show', 'dev', dev], { netns });
 }
 
+/** The routes of the main table whose destination lies within `prefix`, on any device (one exec). */
+export async function listRoutesWithin(prefix: string, netns?: string, family: 4 | 6 = 4): Promise<IpRoute[]> {
+  return ipJson<IpRoute[]>([`-${family}`, 'route', 'show', 'root', prefix], { netns });
+}
+
 /** Every route of every table and family (use with json). */
 export function routeShowAll(): Line {
   return ['route', 'show', 'table', 'all'];

@@ -11,6 +11,8 @@
 // setup and teardown are each one `nft -f -` with no listing, and teardown is
 // idempotent: it first adds what it is about to delete.
 import { exec } from './exec';
+import { normalizeMac } from '../net/mac';
+import { linkNameProblem } from '../net/ifname';
 
 const SPOOFCHK_TABLE = 'cni_ts_macspoofchk';
 const T = `bridge ${SPOOFCHK_TABLE}`;
@@ -24,8 +26,9 @@ const spoofChain = (o: SpoofOwner) => `port-${o.netTag}-${o.attTag}`;
 
 function check(o: SpoofOwner, port: string, mac?: string): void {
   if (!/^[0-9a-f]{8}$/.test(o.netTag) || !/^[0-9a-f]{20}$/.test(o.attTag)) throw new Error('invalid spoof-check tags');
-  if (!/^[\w.@+-]{1,15}$/.test(port)) throw new Error(`invalid port name ${JSON.stringify(port)}`);
-  if (mac !== undefined && !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/.test(mac)) throw new Error(`invalid MAC ${JSON.stringify(mac)}`);
+  if (linkNameProblem(port)) throw new Error(`invalid port name ${JSON.stringify(port)}`);
+  // (lower case with colons: it goes into the nft script as written)
+  if (mac !== undefined && normalizeMac(mac) !== mac) throw new Error(`invalid MAC ${JSON.stringify(mac)}`);
 }
 
 const base = [

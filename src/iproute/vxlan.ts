@@ -15,6 +15,10 @@ export interface VxlanSpec {
   port: number;
   mac: string;
   mtu: number;
+  /** flannel's Backend.GBP: VXLAN Group Policy extension (iproute2 `gbp`). */
+  gbp?: boolean;
+  /** flannel's Backend.Learning: the kernel learns remote MACs (iproute2 `learning`); off by default, the FDB is ours. */
+  learning?: boolean;
 }
 
 /** The VXLAN attributes of a link (`linkinfo.info_data`), or undefined for another kind. */
@@ -25,6 +29,7 @@ export interface VxlanAttrs {
   link?: string;
   port?: number;
   learning?: boolean;
+  gbp?: boolean;
 }
 
 export function vxlanAttrs(l: IpLink): VxlanAttrs | undefined {
@@ -36,18 +41,22 @@ export function vxlanAttrs(l: IpLink): VxlanAttrs | undefined {
     link: d.link as string | undefined,
     port: d.port as number | undefined,
     learning: d.learning as boolean | undefined,
+    // iproute2 prints "gbp" only when it is on
+    gbp: d.gbp === true,
   };
 }
 
-/** `link add` of a VXLAN device: nolearning, fixed MAC and MTU, created down. */
+/** `link add` of a VXLAN device: fixed MAC and MTU, created down; nolearning unless the spec asks for learning. */
 export function vxlanAdd(spec: VxlanSpec): Line {
   return [
     'link', 'add', 'name', spec.name, 'address', spec.mac, 'mtu', String(spec.mtu),
-    'type', 'vxlan', 'id', String(spec.vni), 'local', spec.local, 'dev', spec.dev, 'dstport', String(spec.port), 'nolearning',
+    'type', 'vxlan', 'id', String(spec.vni), 'local', spec.local, 'dev', spec.dev, 'dstport', String(spec.port),
+    spec.learning ? 'learning' : 'nolearning',
+    ...(spec.gbp ? ['gbp'] : []),
   ];
 }
 
-/** Why an existing device cannot serve as `spec` (kind, VNI, local, dev, port, learning), or undefined. */
+/** Why an existing device cannot serve as `spec` (kind, VNI, local, dev, port, learning, gbp), or undefined. */
 export function vxlanMismatch(link: IpLink, spec: VxlanSpec): string | undefined {
   const v = vxlanAttrs(link);
   const kind = link.linkinfo?.info_kind;
@@ -58,6 +67,8 @@ export function vxlanMismatch(link: IpLink, spec: VxlanSpec): string | undefined
   if (!sameIP(v.local, spec.local)) diffs.push(`local ${v.local ?? 'unset'} (want ${spec.local})`);
   if (v.link !== spec.dev) diffs.push(`dev ${v.link ?? 'unset'} (want ${spec.dev})`);
   if (v.port !== spec.port) diffs.push(`port ${v.port} (want ${spec.port})`);
-  if (v.learning !== false) diffs.push('learning on (want nolearning)');
+  const learning = !!spec.learning;
+  if (v.learning !== learning) diffs.push(`learning ${v.learning === false ? 'off' : 'on'} (want ${learning ? 'learning' : 'nolearning'})`);
+  if (v.gbp !== !!spec.gbp) diffs.push(`gbp ${v.gbp ? 'on' : 'off'} (want ${spec.gbp ? 'gbp' : 'no gbp'})`);
   return diffs.length ? diffs.join(', ') : undefined;
 }

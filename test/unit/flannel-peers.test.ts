@@ -169,6 +169,63 @@ describe('planning peers', () => {
   });
 });
 
+describe('DirectRouting', () => {
+  const underlay = [P('192.168.88.0/24')];
+  const far = lease('10.88.4.0/24', '172.16.9.4', '0a:00:00:00:00:04');
+
+  it('a peer on a directly connected underlay subnet gets a plain route via its public address, no neighbour or FDB entry', () => {
+    const peers = desiredPeers([A, far], self, net).peers;
+    const plan = planPeers(peers, { ...empty, direct: [] }, 'flannel.1', net, underlay);
+    expect(plan.ipLast).toContainEqual(['route', 'replace', '10.88.2.0/24', 'via', '192.168.88.2']);
+    expect(plan.ipFirst.concat(plan.bridge, plan.ipLast).filter((l) => l.includes('10.88.2.0') || l.includes(A.attrs.vtepMAC!))).toEqual([]);
+    // the other peer is not on a connected subnet: VXLAN as before
+    expect(plan.ipLast).toContainEqual(['route', 'replace', '10.88.4.0/24', 'via', '10.88.4.0', 'dev', 'flannel.1', 'onlink']);
+    expect(plan.bridge).toContainEqual(['fdb', 'replace', '0a:00:00:00:00:04', 'dst', '172.16.9.4', 'dev', 'flannel.1', 'self', 'permanent']);
+  });
+
+  it('in place: nothing to do', () => {
+    const actual: Actual = { ...empty, direct: [{ dst: '10.88.2.0/24', gateway: '192.168.88.2', dev: 'eth0' }] };
+    expect(planPeers(desiredPeers([A], self, net).peers, actual, 'flannel.1', net, underlay).changes).toEqual([]);
+  });
+
+  it('VXLAN -> direct: the VTEP route, neighbour and FDB entry go, the direct route comes', () => {
+    const plan = planPeers(desiredPeers([A], self, net).peers, { ...programmed(), direct: [] }, 'flannel.1', net, underlay);
+    expect(plan.ipFirst).toContainEqual(['route', 'del', '10.88.2.0/24', 'dev', 'flannel.1']);
+    expect(plan.bridge).toContainEqual(['fdb', 'del', A.attrs.vtepMAC, 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self']);
+    expect(plan.ipLast).toContainEqual(['neigh', 'del', '10.88.2.0', 'dev', 'flannel.1']);
+    expect(plan.ipLast).toContainEqual(['route', 'replace', '10.88.2.0/24', 'via', '192.168.88.2']);
+  });
+
+  it('direct -> VXLAN (DirectRouting off, or the peer moved off the subnet): the direct route goes first, VXLAN comes', () => {
+    const actual: Actual = { ...empty, direct: [{ dst: '10.88.2.0/24', gateway: '192.168.88.2', dev: 'eth0' }] };
+    const plan = planPeers(desiredPeers([A], self, net).peers, actual, 'flannel.1', net);
+    expect(plan.ipFirst[0]).toEqual(['route', 'del', '10.88.2.0/24', 'via', '192.168.88.2', 'dev', 'eth0']);
+    expect(plan.ipLast).toContainEqual(['route', 'replace', '10.88.2.0/24', 'via', '10.88.2.0', 'dev', 'flannel.1', 'onlink']);
+    expect(plan.bridge).toContainEqual(['fdb', 'replace', A.attrs.vtepMAC, 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent']);
+  });
+
+  it('a direct route of a peer that left goes; a peer whose public address changed gets its new one', () => {
+    const moved = lease('10.88.2.0/24', '192.168.88.7', A.attrs.vtepMAC!);
+    const actual: Actual = {
+      ...empty,
+      direct: [
+        { dst: '10.88.2.0/24', gateway: '192.168.88.2', dev: 'eth0' },
+        { dst: '10.88.9.0/24', gateway: '192.168.88.9', dev: 'eth0' },
+      ],
+    };
+    const plan = planPeers(desiredPeers([moved], self, net).peers, actual, 'flannel.1', net, underlay);
+    expect(plan.ipFirst).toEqual([
+      ['route', 'del', '10.88.2.0/24', 'via', '192.168.88.2', 'dev', 'eth0'],
+      ['route', 'del', '10.88.9.0/24', 'via', '192.168.88.9', 'dev', 'eth0'],
+    ]);
+    expect(plan.ipLast).toEqual([['route', 'replace', '10.88.2.0/24', 'via', '192.168.88.7']]);
+  });
+
+  it('an IPv6 underlay prefix does not make an IPv4 peer direct', () => {
+    expect(planPeers(desiredPeers([A], self, net).peers, empty, 'flannel.1', net, [P('fd00::/64')]).ipLast).toContainEqual(['route', 'replace', '10.88.2.0/24', 'via', '10.88.2.0', 'dev', 'flannel.1', 'onlink']);
+  });
+});
+
 describe('applying a plan', () => {
   let prev: Runner | undefined;
   afterEach(() => {

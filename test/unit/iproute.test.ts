@@ -16,6 +16,8 @@ import { masqComment } from '../../src/iproute/masq-rule';
 import { NFT_TABLE } from '../../src/iproute/masq-nftables';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
 import { syncRunner } from '../../src/iproute/sync-runner';
+import { vxlanAdd, vxlanMismatch, type VxlanSpec } from '../../src/iproute/vxlan';
+import type { IpLink } from '../../src/iproute/link';
 
 let restore: Runner | undefined;
 const calls: { argv: readonly string[]; input?: string }[] = [];
@@ -151,6 +153,26 @@ describe('builders', () => {
 });
 
 const owner = { netTag: 'aaaaaaaa', attTag: 'bbbbbbbbbbbbbbbbbbbb', label: 'net=n id=c "quoted" if=eth0' };
+
+describe('VXLAN devices', () => {
+  const spec: VxlanSpec = { name: 'flannel.1', vni: 1, local: '192.0.2.1', dev: 'eth0', port: 8472, mac: '0a:00:00:00:00:01', mtu: 1450 };
+  const link = (data: Record<string, unknown>): IpLink => ({ ifindex: 5, ifname: 'flannel.1', flags: [], mtu: 1450, linkinfo: { info_kind: 'vxlan', info_data: { id: 1, local: '192.0.2.1', link: 'eth0', port: 8472, learning: false, ...data } } });
+
+  it('created nolearning by default; learning and gbp when the backend asks (flannel Backend.Learning, Backend.GBP)', () => {
+    expect(vxlanAdd(spec).join(' ')).toBe('link add name flannel.1 address 0a:00:00:00:00:01 mtu 1450 type vxlan id 1 local 192.0.2.1 dev eth0 dstport 8472 nolearning');
+    expect(vxlanAdd({ ...spec, learning: true, gbp: true }).slice(-2)).toEqual(['learning', 'gbp']);
+  });
+
+  it('an existing device whose learning or gbp differs is not reused', () => {
+    expect(vxlanMismatch(link({}), spec)).toBeUndefined();
+    expect(vxlanMismatch(link({ gbp: true }), spec)).toBe('gbp on (want no gbp)');
+    expect(vxlanMismatch(link({}), { ...spec, gbp: true })).toBe('gbp off (want gbp)');
+    expect(vxlanMismatch(link({ learning: true }), spec)).toBe('learning on (want nolearning)');
+    expect(vxlanMismatch(link({ learning: true, gbp: true }), { ...spec, learning: true, gbp: true })).toBeUndefined();
+    expect(vxlanMismatch(link({ id: 2, port: 4789 }), spec)).toBe('VNI 2 (want 1), port 4789 (want 8472)');
+    expect(vxlanMismatch({ ...link({}), linkinfo: { info_kind: 'bridge' } }, spec)).toBe('it is a bridge device');
+  });
+});
 
 describe('masquerade', () => {
   it('comments carry the tags and a sanitized, bounded label', () => {
