@@ -13,8 +13,8 @@ const ip = (s: string) => IP.parse(s)!;
 const V4 = '{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan"}}';
 const DUAL = '{"Network":"10.244.0.0/16","EnableIPv6":true,"IPv6Network":"fd00:10:244::/56","Backend":{"Type":"vxlan","VNI":4,"Port":4789}}';
 const V6 = '{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd00:10:244::/56","Backend":{"Type":"vxlan"}}';
-const both: Underlay = { dev: 'eth0', localIP: ip('192.168.1.5'), publicIP: ip('203.0.113.5'), localIPv6: ip('2001:db8::5'), publicIPv6: ip('2001:db8::5'), mtu: 1500 };
-const v4only: Underlay = { dev: 'eth0', localIP: ip('192.168.1.5'), publicIP: ip('192.168.1.5'), mtu: 9000 };
+const both: Underlay = { dev: 'eth0', localIP: ip('192.168.1.5'), publicIP: ip('203.0.113.5'), localIPv6: ip('2001:db8::5'), publicIPv6: ip('2001:db8::5'), mtu: 1500, subnets: [] };
+const v4only: Underlay = { dev: 'eth0', localIP: ip('192.168.1.5'), publicIP: ip('192.168.1.5'), mtu: 9000, subnets: [] };
 
 describe('planSides', () => {
   it('IPv4: flannel.<VNI> on the underlay, MTU underlay − 50, the public address peers use', () => {
@@ -40,7 +40,7 @@ describe('planSides', () => {
 
   it('refuses an underlay without a family the config enables, and a VTEP MTU below the family\'s minimum', () => {
     expect(() => planSides(parseNetworkConfig(V6), v4only)).toThrow('the network config enables IPv6 but underlay interface eth0 has no global IPv6 address');
-    expect(() => planSides(parseNetworkConfig(V4), { dev: 'wg0', localIPv6: ip('2001:db8::5'), publicIPv6: ip('2001:db8::5'), mtu: 1500 })).toThrow(
+    expect(() => planSides(parseNetworkConfig(V4), { dev: 'wg0', localIPv6: ip('2001:db8::5'), publicIPv6: ip('2001:db8::5'), mtu: 1500, subnets: [] })).toThrow(
       'the network config enables IPv4 but underlay interface wg0 has no IPv4 address',
     );
     expect(() => planSides(parseNetworkConfig(DUAL), { ...both, mtu: 1340 })).toThrow('IPv6 VTEP MTU 1270 is too small (underlay eth0 MTU 1340; IPv6 needs 1280)');
