@@ -138,7 +138,7 @@ function outer() {
           `ADD+DEL ${fmt(o.both - 2 * node)} vs ${fmt(go.both)} (${ratio(o.both - 2 * node, go.both)})`,
       );
     }
-    const x = m['ours, host-local exec'];
+    const [o, x] = [m.ours, m['ours, host-local exec']];
     console.log(`peak RSS of one ADD: ${Object.entries(rss).map(([k, v]) => `${k} ${v ?? '?'} KiB`).join(', ')}`);
     console.log(`host-local in-process saves ${fmt(x.both - o.both)} per ADD+DEL (exec: ${fmt(x.both)}, in-process: ${fmt(o.both)})`);
   }

@@ -24,6 +24,29 @@ function dpkg(root: string, ...args: string[]): string {
   return sh(['dpkg', `--root=${root}`, '--force-depends', '--force-script-chrootless', ...args]);
 }
 
+describe('make install, install-standalone and uninstall', () => {
+  // -o: use the executables this run already built (make test built them).
+  const make = (...args: string[]) => sh(['make', '-s', '-C', ROOT, '-o', 'build', '-o', 'standalone', ...args]);
+
+  it('install the four plugins under DESTDIR/CNI_BIN_DIR; uninstall removes them and nothing else', () => {
+    const dest = join(tmp.path, 'dest');
+    const binDir = join(dest, 'opt/cni/bin');
+    mkdirSync(binDir, { recursive: true });
+    writeFileSync(join(binDir, 'portmap'), 'another plugin');
+    make('install-standalone', `DESTDIR=${dest}`);
+    expect(new Set(PLUGINS.map((p) => statSync(join(binDir, p)).ino)).size).toBe(1); // one file, hard-linked
+    expect(sh([join(binDir, 'flannel'), '--version']).trim()).toBe(version);
+    make('uninstall', `DESTDIR=${dest}`);
+    for (const p of PLUGINS) expect(existsSync(join(binDir, p)), p).toBe(false);
+    expect(readFileSync(join(binDir, 'portmap'), 'utf8')).toBe('another plugin');
+
+    make('install', `DESTDIR=${dest}`, 'CNI_BIN_DIR=/usr/libexec/cni');
+    for (const p of PLUGINS) expect(readFileSync(join(dest, 'usr/libexec/cni', p), 'utf8').startsWith('#!/usr/bin/env node\n'), p).toBe(true);
+    make('uninstall', `DESTDIR=${dest}`, 'CNI_BIN_DIR=/usr/libexec/cni');
+    for (const p of PLUGINS) expect(existsSync(join(dest, 'usr/libexec/cni', p)), p).toBe(false);
+  });
+});
+
 describe('the .deb', () => {
   it('holds the four plugins as one executable, the unit, its defaults and the sample configs', () => {
     const listing = sh(['dpkg-deb', '-c', deb]);
