@@ -7,7 +7,7 @@
 // portmap runs with dist/bin in bridge-interop.test.ts.
 // Subnets: flannel network 10.93.0.0/16, underlay 192.168.93.0/24.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Lab } from './bridge-helpers';
@@ -81,6 +81,23 @@ describe('host-local, standalone, as a runtime calls it', () => {
     const del = await noNode([file], env('DEL'), JSON.stringify(conf));
     expect(del.code, del.stdout).toBe(0);
     expect(existsSync(join(dataDir, 'sanet', '10.93.250.2'))).toBe(false);
+  });
+});
+
+describe('the code cache of the standalone executable', () => {
+  it('is its own (never confused with the scripts\'), written by the first successful call and used by the next', async () => {
+    const cacheDir = join(lab.dir, 'code-cache');
+    const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'ccsa', type: 'host-local', ipam: { type: 'host-local', dataDir: join(lab.dir, 'cc-data'), ranges: [[{ subnet: '10.93.251.0/24' }]] } });
+    const env = (id: string) => ({ CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: '/var/run/netns/unused', CNI_IFNAME: 'eth0', CNI_TS_CODE_CACHE_DIR: cacheDir });
+    expect((await noNode([join(STANDALONE_BIN, 'host-local')], env('a'), conf)).code).toBe(0);
+    const files = readdirSync(cacheDir);
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^host-local\.sea-[0-9a-f]{16}-v\d+\.\d+\.\d+-x64-ADD\.v8$/);
+    const written = statSync(join(cacheDir, files[0])).mtimeMs;
+    expect((await noNode([join(STANDALONE_BIN, 'host-local')], env('b'), conf)).json.ips[0].address).toBe('10.93.251.3/24');
+    expect(statSync(join(cacheDir, files[0])).mtimeMs).toBe(written); // used, not rewritten
+    expect((await runProcess([join(OUR_BIN, 'host-local')], { PATH, ...env('c') }, conf)).code).toBe(0);
+    expect(readdirSync(cacheDir).sort()).toEqual([expect.stringMatching(/^host-local-[0-9a-f]{16}-/), files[0]]);
   });
 });
 
