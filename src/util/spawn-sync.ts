@@ -1,0 +1,96 @@
+// Runs a command to completion, blocking this process: spawnSync without
+// loading node:child_process. That module is built for the async API too and
+// loads net, dgram and the whole stream machinery on first require: 2-2.5 ms
+// on every plugin call that runs a command (bridge ADD and DEL, with a 2-core
+// machine's medians), more than a whole `ip` process costs. Its spawnSync is a
+// thin layer over the `spawn_sync` binding, which this module calls directly
+// with the same options child_process.spawnSync would pass it. Where the
+// binding cannot be had (a Node built without process.binding, or with the
+// permission model), child_process.spawnSync is used instead: same result.
+
+export interface SyncRun {
+  stdout: string;
+  stderr: string;
+  /** The exit code; null when a signal ended the process. */
+  status: number | null;
+  /** The signal that ended the process ("SIGKILL"), or null. */
+  signal: string | null;
+}
+
+/** What the spawn_sync binding returns (node/src/spawn_sync.cc, BuildResultObject). */
+interface BindingResult {
+  status?: number | null;
+  signal?: string | null;
+  output?: (Buffer | null)[] | null;
+  /** A negative errno when the process could not be run. */
+  error?: number;
+}
+
+interface SpawnSyncBinding {
+  spawn(options: object): BindingResult;
+}
+
+const MAX_BUFFER = 64 << 20;
+
+let binding: SpawnSyncBinding | null | undefined;
+
+function spawnSyncBinding(): SpawnSyncBinding | null {
+  if (binding === undefined) {
+    try {
+      const b = (process as unknown as { binding(name: string): unknown }).binding('spawn_sync') as SpawnSyncBinding;
+      binding = typeof b?.spawn === 'function' ? b : null;
+    } catch {
+      binding = null;
+    }
+  }
+  return binding;
+}
+
+/** An errno number as Node names it ("ENOENT"), for the error thrown when a command cannot be run. */
+function errnoError(errno: number, file: string): NodeJS.ErrnoException {
+  const { getSystemErrorName } = require('node:util') as typeof import('node:util');
+  const code = getSystemErrorName(errno);
+  const err: NodeJS.ErrnoException = new Error(`spawnSync ${file} ${code}`);
+  err.errno = errno;
+  err.code = code;
+  err.syscall = `spawnSync ${file}`;
+  err.path = file;
+  return err;
+}
+
+/**
+ * Runs `file` (looked up in PATH) with `args`, `input` on its stdin, in this
+ * process's environment; collects stdout and stderr as UTF-8. Throws only
+ * when the command cannot be run at all (not found, not executable).
+ */
+export function spawnSyncLean(file: string, args: readonly string[], input = ''): SyncRun {
+  const b = spawnSyncBinding();
+  if (!b) return viaChildProcess(file, args, input);
+  const envPairs: string[] = [];
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) envPairs.push(`${k}=${v}`);
+  const r = b.spawn({
+    file,
+    args: [file, ...args],
+    envPairs,
+    stdio: [
+      { type: 'pipe', readable: true, writable: false, input: Buffer.from(input) },
+      { type: 'pipe', readable: false, writable: true },
+      { type: 'pipe', readable: false, writable: true },
+    ],
+    maxBuffer: MAX_BUFFER,
+    killSignal: undefined,
+    detached: false,
+    windowsHide: false,
+    windowsVerbatimArguments: false,
+  });
+  if (r.error) throw errnoError(r.error, file);
+  const [, out, err] = r.output ?? [];
+  return { stdout: out?.toString() ?? '', stderr: err?.toString() ?? '', status: r.status ?? null, signal: r.signal ?? null };
+}
+
+function viaChildProcess(file: string, args: readonly string[], input: string): SyncRun {
+  const { spawnSync } = require('node:child_process') as typeof import('node:child_process');
+  const r = spawnSync(file, args, { input, encoding: 'utf8', maxBuffer: MAX_BUFFER });
+  if (r.error) throw r.error;
+  return { stdout: r.stdout, stderr: r.stderr, status: r.status, signal: r.signal };
+}
