@@ -1,7 +1,8 @@
 // The one place that runs the kernel-facing tools (ip, bridge, nsenter, ...)
 // and touches /proc/sys. Always argv arrays, never a shell. A namespace is
 // entered by path with nsenter, so CNI_NETNS may be a named netns,
-// containerd's /run/netns/cni-... or /proc/<pid>/ns/net. Tests swap the
+// containerd's /run/netns/cni-... or /proc/<pid>/ns/net (batch.ts lets `ip`
+// enter a named one itself). Tests swap the
 // runner (and the /proc/sys access) to record what would be done.
 import * as fs from 'node:fs';
 
