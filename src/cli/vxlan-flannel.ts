@@ -103,8 +103,12 @@ export async function main(argv: string[]): Promise<void> {
       .option('--ipv6-only', 'no IPv4 overlay (EnableIPv4 false)', false)
       .option('--vni <n>', 'VXLAN network identifier (default 1)', intArg('--vni', 0, 16777215))
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
-      .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
-  ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean }) => {
+      .option('--mtu <n>', 'Backend.MTU: the underlay\'s MTU, as flannel reads it; VTEPs get it less 50 (IPv6: 70) (default: the underlay interface\'s)', intArg('--mtu', 118, 65535))
+      .option('--direct-routing', 'Backend.DirectRouting: peers on a directly connected underlay subnet are routed without VXLAN', false)
+      .option('--gbp', 'Backend.GBP: VTEPs with the VXLAN Group Policy extension', false)
+      .option('--learning', 'Backend.Learning: VTEPs learn remote MACs', false)
+      .option('--enable-nftables', 'EnableNFTables: the daemons\' masquerade and forward rules in nftables, not iptables', false),
+  ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean; enableNftables: boolean }) => {
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
     const text = formatNetworkConfig({
@@ -120,6 +124,10 @@ export async function main(argv: string[]): Promise<void> {
       vni: o.vni,
       port: o.port,
       mtu: o.mtu,
+      directRouting: o.directRouting,
+      gbp: o.gbp,
+      learning: o.learning,
+      nftables: o.enableNftables,
     });
     await withStore(storeOptions(o), (store) => store.setConfig(text));
     process.stdout.write(`${text}\n`);
