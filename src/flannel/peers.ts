@@ -154,7 +154,7 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
 const norm = (addr: string | undefined): string | undefined => (addr === undefined ? undefined : (IP.parse(addr)?.toString() ?? addr));
 
 /** Whether `peer` is reached directly: its public address is on one of `direct` (this node's connected underlay subnets). */
-const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
+export const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
   const ip = IP.parse(peer.publicIP);
   return !!ip && direct.some((d) => d.family === ip.family && d.contains(ip));
 };
