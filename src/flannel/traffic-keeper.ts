@@ -64,8 +64,11 @@ export class TrafficKeeper {
   /**
    * Removes the rules of ours this run does not ask for, then puts ours for
    * `nets` (one per family: the cluster network and this node's subnet) in
-   * place with `backend` and keeps them from then on. Throws when they
-   * cannot be put in place.
+   * place with `backend` and keeps them from then on. Throws when the
+   * masquerade rules cannot be put in place (--ip-masq was asked for and
+   * FLANNEL_IPMASQ=true would leave pods unmasqueraded); forward rules that
+   * cannot be (no iptables on the node) are reported and retried, as
+   * flanneld only logs them.
    */
   async start(backend: TrafficBackend, nets: readonly ClusterNet[]): Promise<void> {
     this.backend = backend;
@@ -78,7 +81,13 @@ export class TrafficKeeper {
         this.log(`masquerading without --random-fully, as flanneld would here: ${why}`);
       }
     }
-    for (const c of await this.ensure()) this.log(`${c}: put in place`);
+    const changes = await this.masq();
+    try {
+      changes.push(...(await this.forward()));
+    } catch (err) {
+      this.problems.report('ensure', `cannot put the forward rules in place: ${(err as Error).message}; retrying every ${this.settings.resyncMs / 1000} s`);
+    }
+    for (const c of changes) this.log(`${c}: put in place`);
     this.started = true;
     const what = this.describe();
     if (what) {
@@ -120,12 +129,19 @@ export class TrafficKeeper {
     }
   }
 
+  /** Puts the masquerade rules in place if this run keeps them; returns what had to be changed. */
+  private async masq(): Promise<string[]> {
+    return this.settings.ipMasq ? ensureMasqRules(this.backend, this.nets, { randomFully: this.randomFully }) : [];
+  }
+
+  /** Puts the forward rules in place if this run keeps them; returns what had to be changed. */
+  private async forward(): Promise<string[]> {
+    return this.settings.forwardRules ? ensureForwardRules(this.backend, this.nets.map((n) => n.network)) : [];
+  }
+
   /** Puts every rule this run keeps in place; returns what had to be changed. */
   private async ensure(): Promise<string[]> {
-    const changes: string[] = [];
-    if (this.settings.ipMasq) changes.push(...(await ensureMasqRules(this.backend, this.nets, { randomFully: this.randomFully })));
-    if (this.settings.forwardRules) changes.push(...(await ensureForwardRules(this.backend, this.nets.map((n) => n.network))));
-    return changes;
+    return [...(await this.masq()), ...(await this.forward())];
   }
 
   /** One periodic pass: rules removed or changed by hand (or by another program) are put back. */

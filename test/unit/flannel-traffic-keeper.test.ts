@@ -18,12 +18,16 @@ describe('TrafficKeeper', () => {
   let prev: Runner;
   let logs: string[];
   let broken: boolean;
+  /** No iptables on the node: spawning it fails as spawn does. */
+  let noIptables: boolean;
   const keepers: TrafficKeeper[] = [];
   beforeEach(() => {
     fw = new FakeFirewall();
     logs = [];
     broken = false;
+    noIptables = false;
     prev = setRunner(async (argv, input) => {
+      if (noIptables && argv[0].startsWith('ip')) throw Object.assign(new Error(`spawn ${argv[0]} ENOENT`), { code: 'ENOENT' });
       if (broken && argv[0].includes('restore')) return { stdout: '', stderr: 'iptables-restore: line 2 failed\n', code: 1 };
       const r = fw.run(argv, input);
       if (!r) throw new Error(`unexpected command ${argv.join(' ')}`);
@@ -112,5 +116,14 @@ describe('TrafficKeeper', () => {
       expect(fw.rules(4).some((r) => r.endsWith('--random-fully')), version).toBe(fully);
       expect(logs.some((l) => l === `masquerading without --random-fully, as flanneld would here: iptables ${version} is older than 1.6.2`), version).toBe(!fully);
     }
+  });
+
+  it('no iptables on the node: forward rules are reported and retried, not fatal; --ip-masq is', async () => {
+    noIptables = true;
+    await keeper({ ipMasq: false }).start('iptables', [dual[0]]);
+    expect(logs.filter((l) => l.startsWith('cannot'))).toEqual(['cannot put the forward rules in place: spawn iptables-save ENOENT; retrying every 0.02 s']);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(logs.filter((l) => l.startsWith('cannot'))).toHaveLength(2); // the resync's own line, once
+    await expect(keeper().start('iptables', [dual[0]])).rejects.toThrow('spawn iptables-save ENOENT');
   });
 });
