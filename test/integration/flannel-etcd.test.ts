@@ -446,6 +446,7 @@ describe('Backend.DirectRouting (flanneld\'s): peers on the same underlay subnet
     }, 5000, 50);
     const st = await topo.cli(n11, ['status', '--json', '--subnet-file', topo.subnetFile(n11), ...direct]);
     expect(st.code, st.stdout + st.stderr).toBe(0);
+    expect(st.json.peers).toHaveLength(2);
     expect(st.json.peers).toEqual(
       expect.arrayContaining([
         { subnet: s12.subnet, publicIP: n12.ip, vtepMAC: vtepMac(n12), direct: true, route: true },
