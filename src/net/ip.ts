@@ -1,7 +1,11 @@
 // IP addresses and prefixes. ipaddr.js parses IPv6 and formats it per RFC 5952
 // (the same text as Go's net.IP.String(), which host-local uses as file names);
 // arithmetic is on bigint so v4 and v6 share one code path.
-import ipaddr from 'ipaddr.js';
+import type ipaddrModule from 'ipaddr.js';
+
+/** ipaddr.js, loaded on first use: only IPv6 needs it, and evaluating it costs every process ~0.2 ms. */
+let ipaddrLoaded: typeof ipaddrModule | undefined;
+const ipaddr = () => (ipaddrLoaded ??= require('ipaddr.js') as typeof ipaddrModule);
 
 export type Family = 4 | 6;
 
@@ -24,9 +28,9 @@ export class IP {
     if (typeof text !== 'string') return undefined;
     if (!text.includes(':')) return parseIPv4(text);
     if (text.includes('%')) return undefined; // zoned addresses are not host addresses
-    let addr: ipaddr.IPv6;
+    let addr: ipaddrModule.IPv6;
     try {
-      addr = ipaddr.IPv6.parse(text);
+      addr = ipaddr().IPv6.parse(text);
     } catch {
       return undefined;
     }
@@ -59,7 +63,7 @@ export class IP {
       const v = Number(this.value);
       return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
     }
-    return new ipaddr.IPv6(this.toBytes()).toRFC5952String();
+    return new (ipaddr().IPv6)(this.toBytes()).toRFC5952String();
   }
 
   equals(other: IP | undefined): boolean {
