@@ -112,9 +112,12 @@ export class Daemon {
 
   private async startUp(): Promise<void> {
     const o = this.opts;
-    const ul = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 });
-    this.log(describeUnderlay(ul));
     this.log(`lease store: ${this.manager.description}`);
+    // addresses set for this node in the source win over the flags, as in flanneld
+    const set = await this.retry('read this node\'s settings', () => this.manager.nodePublicIPs());
+    for (const [flag, ip] of [['--public-ip', set.publicIp], ['--public-ipv6', set.publicIpv6]]) if (ip) this.log(`${flag} ${ip}, as set for this node in ${this.manager.description}`);
+    const ul = await findUnderlay({ iface: o.iface, publicIp: set.publicIp ?? o.publicIp, publicIpv6: set.publicIpv6 ?? o.publicIpv6 });
+    this.log(describeUnderlay(ul));
 
     const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
     const plans = planSides(cfg, ul);
@@ -129,7 +132,8 @@ export class Daemon {
     );
     const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
       const attrs = advertise(plans, deviceMacs, await this.manager.previousAttrs(cfg, publicAddresses(plans)));
-      return { lease: await this.manager.acquireLease(cfg, attrs, { log: this.log, resync: (why) => this.loop.request(why) }), attrs };
+      const hooks = { log: this.log, resync: (why: string) => this.loop.request(why), stopping: this.stopSignal };
+      return { lease: await this.manager.acquireLease(cfg, attrs, hooks), attrs };
     });
     this.lease = lease; // from now on, a stop with --release-on-exit gives it back
     // The list the lease was obtained from is the first picture of the peers: if the
@@ -236,7 +240,13 @@ export class Daemon {
       let vtepsUp = true;
       for (const s of this.sides) vtepsUp = (await this.reconcileSide(s, why)) && vtepsUp;
       // the VTEPs are up: pods can be attached even if a peer failed to program
-      if (vtepsUp) this.writeSubnetEnv();
+      if (vtepsUp) {
+        this.writeSubnetEnv();
+        await this.lease?.overlayUp().then(
+          () => this.problems.clear('up'),
+          (err) => this.problems.report('up', `cannot tell ${this.manager.description} that the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
+        );
+      }
       this.problems.clear('reconcile');
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);

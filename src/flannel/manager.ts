@@ -43,6 +43,11 @@ export interface LeaseHooks {
   log(msg: string): void;
   /** Something about our lease needs a reconcile now (a renewal was refused: the reconcile looks at what the source holds). */
   resync(why: string): void;
+  /**
+   * Settles when the daemon stops: a wait inside acquireLease gives up then
+   * (rejects). Kube: the wait for our Node's podCIDR.
+   */
+  stopping?: Promise<void>;
 }
 
 /** This node's lease while the daemon holds it. The source keeps it alive by itself: the daemon never renews. */
@@ -72,6 +77,14 @@ export interface HeldLease extends LeaseSubnets {
    * resolve false.
    */
   check(leases: readonly Lease[]): Promise<boolean>;
+  /**
+   * The overlay is up on this node: its VTEPs are up and subnet.env is
+   * written. Called after every reconcile that got that far; a rejection is
+   * logged and the call comes again after the next one. Chosen leases:
+   * nothing. Kube: our Node's NetworkUnavailable condition set to False once
+   * (flanneld's CompleteLease), unless --set-node-network-unavailable=false.
+   */
+  overlayUp(): Promise<void>;
   /** Stops keeping the lease (renewal timer); it stays where it is for the next start. Kube: nothing. */
   stop(): void;
   /**
@@ -98,6 +111,14 @@ export interface SubnetManager {
    * store's config key (<prefix>/config). Kube: net-conf.json, read at open.
    */
   getNetworkConfig(): Promise<NetworkConfig>;
+  /**
+   * Public addresses set for this node in the source, which win over
+   * --public-ip / --public-ipv6 (flanneld's GetStoredPublicIP); read before
+   * the underlay is chosen. Chosen leases: none. Kube: our Node's
+   * node-public-ip / node-public-ipv6 annotations (StoreUnavailable until the
+   * Nodes are listed, an Error while our Node does not exist).
+   */
+  nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }>;
   /**
    * What this node advertised before, or undefined: the daemon keeps each
    * VTEP's MAC from it when it recreates the device, so its peers need no
