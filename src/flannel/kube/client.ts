@@ -76,6 +76,11 @@ export class KubeClient {
       : new http.Agent({ keepAlive: true });
   }
 
+  /** The API's base URL. */
+  get server(): string {
+    return this.conn.server;
+  }
+
   getNode(name: string): Promise<KubeNode> {
     return this.call<KubeNode>('GET', `/api/v1/nodes/${encodeURIComponent(name)}`);
   }
