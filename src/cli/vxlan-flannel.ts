@@ -8,6 +8,8 @@ import { NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig'
 import { withStore } from '../flannel/open-store';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
+import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
+import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube-manager';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -18,6 +20,17 @@ interface StoreFlags {
   etcdUsername?: string;
   etcdPassword?: string;
   leaseDir: string;
+  kubeSubnetMgr: boolean;
+}
+
+interface KubeFlags {
+  kubeSubnetMgr: boolean;
+  kubeconfigFile?: string;
+  kubeApiUrl?: string;
+  kubeAnnotationPrefix: string;
+  netConfigPath: string;
+  nodeName?: string;
+  setNodeNetworkUnavailable: boolean;
 }
 
 function intArg(name: string, min: number, max: number) {
@@ -28,8 +41,18 @@ function intArg(name: string, min: number, max: number) {
   };
 }
 
+/** A Go flag's boolean (strconv.ParseBool), for flanneld's `--flag=false`; without a value, true. */
+function goBool(name: string) {
+  return (value: string | undefined): boolean => {
+    if (value === undefined || /^(1|t|T|true|TRUE|True)$/.test(value)) return true;
+    if (/^(0|f|F|false|FALSE|False)$/.test(value)) return false;
+    throw new InvalidArgumentError(`${name} must be true or false`);
+  };
+}
+
 function storeFlags(cmd: Command): Command {
   return cmd
+    .option('--kube-subnet-mgr', 'leases are the Kubernetes Nodes\' pod CIDRs, not a store (daemon, status; the store commands refuse it)', false)
     .option('--etcd-endpoints <urls>', 'etcd endpoints, comma-separated (http://10.0.0.1:2379,...); without it, the embedded file store')
     .option('--etcd-prefix <prefix>', 'etcd key prefix', DEFAULT_PREFIX)
     .option('--etcd-cafile <file>', 'CA certificate for etcd TLS')
@@ -38,6 +61,37 @@ function storeFlags(cmd: Command): Command {
     .option('--etcd-username <name>', 'etcd user')
     .addOption(new Option('--etcd-password <password>', 'etcd password').env('ETCD_PASSWORD'))
     .option('--lease-dir <dir>', 'the embedded store\'s directory (when no --etcd-endpoints)', DEFAULT_LEASE_DIR);
+}
+
+/** flanneld's Kubernetes flags (used with --kube-subnet-mgr). */
+function kubeFlags(cmd: Command): Command {
+  return cmd
+    .option('--kubeconfig-file <file>', 'kubeconfig to reach the API with (default: the in-cluster service account)')
+    .option('--kube-api-url <url>', 'the API server\'s URL (replaces the kubeconfig\'s server)')
+    .option('--kube-annotation-prefix <prefix>', 'prefix of the Node annotations flannel writes and reads', DEFAULT_ANNOTATION_PREFIX)
+    .option('--net-config-path <path>', 'the network config (kube-flannel\'s net-conf.json)', DEFAULT_NET_CONF_PATH)
+    .addOption(new Option('--node-name <name>', 'this node\'s Node').env('NODE_NAME'));
+}
+
+function kubeOptions(f: KubeFlags): KubeOptions | undefined {
+  if (!f.kubeSubnetMgr) return undefined;
+  return {
+    kubeconfigFile: f.kubeconfigFile,
+    apiUrl: f.kubeApiUrl,
+    nodeName: f.nodeName ?? '',
+    netConfPath: f.netConfigPath,
+    annotationPrefix: f.kubeAnnotationPrefix,
+    setNodeNetworkUnavailable: f.setNodeNetworkUnavailable,
+  };
+}
+
+/** The store commands have no meaning with --kube-subnet-mgr: the Nodes are the leases, kubectl shows and changes them. */
+function refuseKube(f: { kubeSubnetMgr: boolean }, command: string): void {
+  if (!f.kubeSubnetMgr) return;
+  throw new Error(
+    `\`vxlan-flannel ${command}\` works on a lease store (etcd, the file store); with --kube-subnet-mgr the leases are the Nodes' pod CIDRs and annotations: ` +
+      'use kubectl (kubectl get nodes -o custom-columns=NAME:.metadata.name,PODCIDRS:.spec.podCIDRs) and `vxlan-flannel status --kube-subnet-mgr`',
+  );
 }
 
 function storeOptions(f: StoreFlags): StoreOptions {
@@ -58,7 +112,7 @@ export async function main(argv: string[]): Promise<void> {
     'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
   );
 
-  storeFlags(
+  kubeFlags(storeFlags(
     program
       .command('daemon')
       .description('hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM')
@@ -69,8 +123,9 @@ export async function main(argv: string[]): Promise<void> {
       .option('--ip-masq', 'write FLANNEL_IPMASQ=true (something else masquerades pod traffic; the CNI delegate then does not)', false)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
-      .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false),
-  ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
+      .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false)
+      .option('--set-node-network-unavailable [bool]', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', goBool('--set-node-network-unavailable'), true),
+  )).action(async (o: StoreFlags & KubeFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
     const { runDaemon } = await import('../flannel/run-daemon');
     process.exit(
       await runDaemon({
@@ -78,6 +133,7 @@ export async function main(argv: string[]): Promise<void> {
         publicIp: o.publicIp,
         publicIpv6: o.publicIpv6,
         store: storeOptions(o),
+        kube: kubeOptions(o),
         subnetFile: o.subnetFile,
         leaseTtlS: o.leaseTtl,
         reconcileMs: o.reconcileInterval * 1000,
@@ -105,6 +161,7 @@ export async function main(argv: string[]): Promise<void> {
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
       .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
   ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean }) => {
+    refuseKube(o, 'network set');
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
     const text = formatNetworkConfig({
@@ -125,6 +182,7 @@ export async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${text}\n`);
   });
   storeFlags(network.command('get').description('print the network config')).action(async (o: StoreFlags) => {
+    refuseKube(o, 'network get');
     const text = await withStore(storeOptions(o), async (store) => {
       const config = await store.getConfig();
       if (config === undefined) throw new Error(`${store.description} has no network config`);
@@ -135,6 +193,7 @@ export async function main(argv: string[]): Promise<void> {
 
   storeFlags(program.command('leases').description('list every lease in the store').option('--json', 'print JSON')).action(
     async (o: StoreFlags & { json?: boolean }) => {
+      refuseKube(o, 'leases');
       const list = await withStore(storeOptions(o), (store) => store.list());
       process.stdout.write(o.json ? JSON.stringify({ leases: leaseRows(list), bad: list.bad }, null, 2) + '\n' : formatLeases(list));
     },
@@ -146,6 +205,7 @@ export async function main(argv: string[]): Promise<void> {
       .description('remove a lease from the store (a node that left without --release-on-exit)')
       .argument('<subnet>', 'the lease\'s subnet, IPv4 or IPv6, e.g. 10.244.3.0/24 or fd00:10:244:3::/64'),
   ).action(async (subnetText: string, o: StoreFlags) => {
+    refuseKube(o, 'release');
     const subnet = Prefix.parse(subnetText);
     if (!subnet || subnet.hasHostBits) throw new Error(`${JSON.stringify(subnetText)} is not a subnet like 10.244.3.0/24 or fd00:10:244:3::/64`);
     await withStore(storeOptions(o), (store) => releaseSubnet(store, subnet));
