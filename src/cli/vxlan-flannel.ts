@@ -123,9 +123,10 @@ export async function main(argv: string[]): Promise<void> {
       .option('--ip-masq', 'write FLANNEL_IPMASQ=true (something else masquerades pod traffic; the CNI delegate then does not)', false)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
+      .option('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false)
       .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false)
       .option('--set-node-network-unavailable [bool]', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', goBool('--set-node-network-unavailable'), true),
-  )).action(async (o: StoreFlags & KubeFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
+  )).action(async (o: StoreFlags & KubeFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; ipBlackholeRoute: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
     const { runDaemon } = await import('../flannel/run-daemon');
     process.exit(
       await runDaemon({
@@ -138,6 +139,7 @@ export async function main(argv: string[]): Promise<void> {
         leaseTtlS: o.leaseTtl,
         reconcileMs: o.reconcileInterval * 1000,
         ipMasq: o.ipMasq,
+        ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
       }),
     );

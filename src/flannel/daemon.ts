@@ -24,6 +24,7 @@ import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subne
 import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep } from './vtep';
+import { ensureBlackhole } from './blackhole';
 
 export interface DaemonOptions {
   iface?: string;
@@ -32,6 +33,8 @@ export interface DaemonOptions {
   subnetFile: string;
   reconcileMs: number;
   ipMasq: boolean;
+  /** --ip-blackhole-route: a blackhole route for our own subnets (blackhole.ts). */
+  ipBlackholeRoute?: boolean;
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
@@ -287,6 +290,7 @@ export class Daemon {
       this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
       return false;
     }
+    if (this.opts.ipBlackholeRoute) await this.blackhole(s, why);
     try {
       const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
@@ -307,6 +311,16 @@ export class Daemon {
       this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}; retrying on each reconcile`);
     }
     return true;
+  }
+
+  /** --ip-blackhole-route: the side's blackhole route in place. */
+  private async blackhole(s: Side, why: string): Promise<void> {
+    try {
+      for (const change of await ensureBlackhole(s.subnet, s.pool.network)) this.log(`${change} (${why})`);
+      this.problems.clear(`blackhole ${s.family}`);
+    } catch (err) {
+      this.problems.report(`blackhole ${s.family}`, `cannot put the blackhole route to ${s.subnet} in place: ${(err as Error).message}; retrying on each reconcile`);
+    }
   }
 
   /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. Closes the manager. */
