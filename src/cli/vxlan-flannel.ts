@@ -30,7 +30,8 @@ interface KubeFlags {
   kubeAnnotationPrefix: string;
   netConfigPath: string;
   nodeName?: string;
-  setNodeNetworkUnavailable: boolean;
+  /** The daemon's only. */
+  setNodeNetworkUnavailable?: boolean;
 }
 
 function intArg(name: string, min: number, max: number) {
@@ -81,7 +82,7 @@ function kubeOptions(f: KubeFlags): KubeOptions | undefined {
     nodeName: f.nodeName ?? '',
     netConfPath: f.netConfigPath,
     annotationPrefix: f.kubeAnnotationPrefix,
-    setNodeNetworkUnavailable: f.setNodeNetworkUnavailable,
+    setNodeNetworkUnavailable: f.setNodeNetworkUnavailable ?? true,
   };
 }
 
@@ -213,15 +214,18 @@ export async function main(argv: string[]): Promise<void> {
     await withStore(storeOptions(o), (store) => releaseSubnet(store, subnet));
   });
 
-  storeFlags(
+  kubeFlags(storeFlags(
     program
       .command('status')
       .description('this node\'s lease and VTEP, and whether each peer\'s neighbour, FDB entry and route are in place (exit 1 when not)')
       .option('--subnet-file <path>', 'subnet.env of this node', DEFAULT_SUBNET_FILE)
       .option('--json', 'print JSON'),
-  ).action(async (o: StoreFlags & { subnetFile: string; json?: boolean }) => {
+  )).action(async (o: StoreFlags & KubeFlags & { subnetFile: string; json?: boolean }) => {
     const { collectStatus, formatStatus } = await import('../flannel/status');
-    const report = await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
+    const kube = kubeOptions(o);
+    const report = kube
+      ? await (await import('../flannel/kube-status')).withKubeStatus(kube, (source) => collectStatus(source, o.subnetFile))
+      : await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
     process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
     if (report.problems.length) process.exitCode = 1;
   });

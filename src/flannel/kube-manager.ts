@@ -15,7 +15,7 @@ import { HeldLease, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwa
 import { ConfigError, NetworkConfig, parseNetworkConfig } from './netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, nodeLeaseList, ownNodePatch, podSubnets } from './kube/annotations';
 import { KubeClient } from './kube/client';
-import { KubeConfigOptions, loadKubeConnection } from './kube/config';
+import { KubeConfigOptions, KubeConnection, loadKubeConnection } from './kube/config';
 import { networkUpPatch } from './kube/network-condition';
 import type { KubeNode } from './kube/node';
 import { NodeChange, NodeWatch, NodeWatchOptions } from './kube/node-watch';
@@ -36,6 +36,15 @@ export interface KubeOptions extends KubeConfigOptions {
 /** While our Node has no usable pod CIDR, the reason is logged again this often (it is logged at once when it changes). */
 const WAIT_REMINDER_MS = 5 * 60_000;
 
+/** net-conf.json's text; an Error naming the file when it cannot be read. */
+export function readNetConf(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read the network config ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
 /** What a Node's lease looks like to the daemon, for telling changes that matter from the rest (status, heartbeats). */
 function leaseSignature(node: KubeNode | undefined, names: FlannelAnnotations): string {
   const r = node && nodeLease(node, names);
@@ -47,6 +56,13 @@ function leaseSignature(node: KubeNode | undefined, names: FlannelAnnotations): 
 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */
 const holds = (outer: Prefix, inner: Prefix) => outer.length <= inner.length && outer.contains(inner.network);
+
+/** The API connection the options ask for, once they name our Node. */
+export async function connect(o: KubeOptions): Promise<KubeConnection> {
+  if (!o.nodeName) throw new Error('--kube-subnet-mgr needs the name of this node\'s Node: set NODE_NAME or --node-name');
+  annotationNames(o.annotationPrefix); // a prefix flannel refuses fails here, before anything is opened
+  return loadKubeConnection(o);
+}
 
 export class KubeManager implements SubnetManager {
   readonly description: string;
@@ -85,8 +101,7 @@ export class KubeManager implements SubnetManager {
 
   /** Connects as the options say and starts listing and watching the Nodes (in the background: never fails on an unreachable API). */
   static async open(o: KubeOptions, log: Log): Promise<KubeManager> {
-    if (!o.nodeName) throw new Error('--kube-subnet-mgr needs the name of this node\'s Node: set NODE_NAME or --node-name');
-    const conn = await loadKubeConnection(o);
+    const conn = await connect(o);
     const m = new KubeManager(new KubeClient(conn), o, log);
     log(`Kubernetes API: ${conn.description}`);
     m.start();
@@ -140,12 +155,7 @@ export class KubeManager implements SubnetManager {
 
   async getNetworkConfig(): Promise<NetworkConfig> {
     const path = this.opts.netConfPath;
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      throw new Error(`cannot read the network config ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
+    const text = readNetConf(path);
     try {
       return parseNetworkConfig(text);
     } catch (err) {
