@@ -70,6 +70,9 @@ export class KubeManager implements SubnetManager {
   private readonly watch: NodeWatch;
   private synced = false;
   private lastError?: Error;
+  /** Settles when the first list succeeded or failed: the first questions about our Node wait for it. */
+  private readonly firstTry: Promise<void>;
+  private firstTried?: () => void;
   /** Counts the changes that matter to the overlay: a list's revision. */
   private changes = 0;
   private onChange?: (why: string) => void;
@@ -88,6 +91,7 @@ export class KubeManager implements SubnetManager {
     this.names = annotationNames(opts.annotationPrefix);
     this.description = `Kubernetes API ${client.server}, node ${JSON.stringify(opts.nodeName)}`;
     this.early = new Reporter(log);
+    this.firstTry = new Promise((resolve) => (this.firstTried = resolve));
     this.watch = new NodeWatch(
       client,
       {
@@ -112,6 +116,7 @@ export class KubeManager implements SubnetManager {
   start(): void {
     void this.watch.start().then(() => {
       this.synced = true;
+      this.firstTried?.();
       this.wakeOwnWaits();
     });
   }
@@ -128,6 +133,7 @@ export class KubeManager implements SubnetManager {
 
   private troubled(err: Error): void {
     if (!this.synced) this.lastError = err;
+    this.firstTried?.();
     if (this.onError) this.onError(err);
     else this.early.report(err.message, `watching Nodes: ${err.message}`);
   }
@@ -165,6 +171,7 @@ export class KubeManager implements SubnetManager {
   }
 
   async nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }> {
+    await this.firstTry; // asked right after the start: the first list is usually on its way
     const node = this.ownNode();
     if (!node) throw new Error(`node ${JSON.stringify(this.opts.nodeName)} does not exist (yet) in ${this.description}`);
     const a = node.metadata.annotations ?? {};
