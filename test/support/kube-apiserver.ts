@@ -97,8 +97,8 @@ export interface KubeApiHooks {
   /** A JSON merge patch of the whole Node (spec, status, metadata), as another component would write it. */
   patchNode(name: string, patch: Json): Promise<StoredNode>;
   deleteNode(name: string): Promise<boolean>;
-  /** The next watch that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
-  forceGone(): Promise<void>;
+  /** The next watch (or the next `times` watches) that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
+  forceGone(times?: number): Promise<void>;
   /** Breaks every open watch stream (the connection is destroyed, no clean end); returns how many. */
   dropWatches(): Promise<number>;
   /** Sends a BOOKMARK to every watch that allows them, now; returns how many. */
@@ -321,7 +321,8 @@ export class KubeApiServer implements KubeApiHooks {
   /** The newest resourceVersion whose change fell out of the history: a watch must start at or after it. */
   private evictedThrough = 0;
   private readonly watches = new Set<Watch>();
-  private gonePending = false;
+  /** How many of the next watches from a resourceVersion get 410 (forceGone). */
+  private gonePending = 0;
   private users: KubeUser[];
   private readonly log: RequestRecord[] = [];
   private readonly servers: (http.Server | https.Server)[] = [];
@@ -389,8 +390,8 @@ export class KubeApiServer implements KubeApiHooks {
     this.remove(name);
     return true;
   }
-  async forceGone(): Promise<void> {
-    this.gonePending = true;
+  async forceGone(times = 1): Promise<void> {
+    this.gonePending = times;
   }
   async dropWatches(): Promise<number> {
     const n = this.watches.size;
@@ -677,8 +678,8 @@ export class KubeApiServer implements KubeApiHooks {
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
     const w: Watch = { res, selector, table: wantsTable(req), bookmarks: q.get('allowWatchBookmarks') === 'true', columnsSent: false, timers: [] };
-    if (start !== undefined && (this.gonePending || start < this.evictedThrough)) {
-      this.gonePending = false;
+    if (start !== undefined && (this.gonePending > 0 || start < this.evictedThrough)) {
+      this.gonePending = Math.max(0, this.gonePending - 1);
       const message = `too old resource version: ${start} (${this.evictedThrough + 1})`;
       res.end(JSON.stringify({ type: 'ERROR', object: statusObject(410, 'Expired', message) }) + '\n');
       return;
