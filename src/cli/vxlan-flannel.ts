@@ -71,7 +71,7 @@ function kubeFlags(cmd: Command): Command {
     .option('--kube-api-url <url>', 'the API server\'s URL (replaces the kubeconfig\'s server)')
     .option('--kube-annotation-prefix <prefix>', 'prefix of the Node annotations flannel writes and reads', DEFAULT_ANNOTATION_PREFIX)
     .option('--net-config-path <path>', 'the network config (kube-flannel\'s net-conf.json)', DEFAULT_NET_CONF_PATH)
-    .addOption(new Option('--node-name <name>', 'this node\'s Node').env('NODE_NAME'));
+    .addOption(new Option('--node-name <name>', 'this node\'s Node (without it: the node of pod $POD_NAMESPACE/$POD_NAME)').env('NODE_NAME'));
 }
 
 function kubeOptions(f: KubeFlags): KubeOptions | undefined {
@@ -80,6 +80,8 @@ function kubeOptions(f: KubeFlags): KubeOptions | undefined {
     kubeconfigFile: f.kubeconfigFile,
     apiUrl: f.kubeApiUrl,
     nodeName: f.nodeName ?? '',
+    // kube-flannel.yml names our pod, not the node: the node is looked up from it, as flanneld does
+    ...(process.env.POD_NAME && process.env.POD_NAMESPACE ? { pod: { namespace: process.env.POD_NAMESPACE, name: process.env.POD_NAME } } : {}),
     netConfPath: f.netConfigPath,
     annotationPrefix: f.kubeAnnotationPrefix,
     setNodeNetworkUnavailable: f.setNodeNetworkUnavailable ?? true,

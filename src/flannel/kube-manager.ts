@@ -23,8 +23,10 @@ import { NodeChange, NodeWatch, NodeWatchOptions } from './kube/node-watch';
 export const DEFAULT_NET_CONF_PATH = '/etc/kube-flannel/net-conf.json';
 
 export interface KubeOptions extends KubeConfigOptions {
-  /** This node's Node (NODE_NAME, --node-name). */
+  /** This node's Node (NODE_NAME, --node-name); when empty, the node `pod` runs on. */
   nodeName: string;
+  /** Our own pod (POD_NAMESPACE, POD_NAME), as kube-flannel.yml gives it: where to find the node name when none is given. */
+  pod?: { namespace: string; name: string };
   /** --net-config-path */
   netConfPath: string;
   /** --kube-annotation-prefix */
@@ -57,11 +59,26 @@ function leaseSignature(node: KubeNode | undefined, names: FlannelAnnotations): 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */
 const holds = (outer: Prefix, inner: Prefix) => outer.length <= inner.length && outer.contains(inner.network);
 
-/** The API connection the options ask for, once they name our Node. */
-export async function connect(o: KubeOptions): Promise<KubeConnection> {
-  if (!o.nodeName) throw new Error('--kube-subnet-mgr needs the name of this node\'s Node: set NODE_NAME or --node-name');
+/**
+ * A client for the API the options name, and our Node's name: the one given,
+ * else the node our own pod runs on (flanneld's lookup for kube-flannel.yml,
+ * which sets POD_NAME and POD_NAMESPACE; a failure is fatal there too).
+ */
+export async function connect(o: KubeOptions): Promise<{ client: KubeClient; conn: KubeConnection; nodeName: string }> {
+  if (!o.nodeName && !o.pod) throw new Error('--kube-subnet-mgr needs the name of this node\'s Node: set NODE_NAME or --node-name (or POD_NAME and POD_NAMESPACE)');
   annotationNames(o.annotationPrefix); // a prefix flannel refuses fails here, before anything is opened
-  return loadKubeConnection(o);
+  const conn = await loadKubeConnection(o);
+  const client = new KubeClient(conn);
+  if (o.nodeName) return { client, conn, nodeName: o.nodeName };
+  const { namespace, name } = o.pod!;
+  try {
+    const nodeName = await client.podNodeName(namespace, name);
+    if (!nodeName) throw new Error('it is not scheduled on a node (spec.nodeName is empty)');
+    return { client, conn, nodeName };
+  } catch (err) {
+    client.close();
+    throw new Error(`cannot find this node's name from pod ${namespace}/${name}: ${(err as Error).message}`);
+  }
 }
 
 export class KubeManager implements SubnetManager {
@@ -105,9 +122,9 @@ export class KubeManager implements SubnetManager {
 
   /** Connects as the options say and starts listing and watching the Nodes (in the background: never fails on an unreachable API). */
   static async open(o: KubeOptions, log: Log): Promise<KubeManager> {
-    const conn = await connect(o);
-    const m = new KubeManager(new KubeClient(conn), o, log);
-    log(`Kubernetes API: ${conn.description}`);
+    const { client, conn, nodeName } = await connect(o);
+    const m = new KubeManager(client, { ...o, nodeName }, log);
+    log(`Kubernetes API: ${conn.description}${o.nodeName ? '' : `; node ${JSON.stringify(nodeName)}, where pod ${o.pod!.namespace}/${o.pod!.name} runs`}`);
     m.start();
     return m;
   }

@@ -13,7 +13,9 @@
 // The nodes reach the API three ways: n1 in-cluster (KUBERNETES_SERVICE_HOST
 // and the service account's token and CA at their default path), n2 with a
 // kubeconfig holding the same token, n3 with a kubeconfig holding a client
-// certificate. Every one of them has kube-flannel's RBAC role only.
+// certificate. Every one of them has kube-flannel's RBAC role only. n1 knows
+// its name from NODE_NAME, n2 from --node-name, n3 from its pod (POD_NAME and
+// POD_NAMESPACE, as kube-flannel.yml sets them).
 //
 // Overlay 10.88.0.0/16 with Backend.MTU 1400; Node pod CIDRs 10.88.<n>.0/24;
 // hand-written flanneld Nodes at 10.88.50.0/24 (a real VTEP made with ip) and
@@ -158,7 +160,8 @@ beforeAll(async () => {
   const client = ca.client(CERT_USER);
   const kc3 = join(topo.tmp.path, 'n3.kubeconfig');
   writeFileSync(kc3, kubeconfigYaml({ server: server.url, caPem: ca.caPem, clientCertFile: client.cert, clientKeyFile: client.key }), { mode: 0o600 });
-  access.n3 = { env: { NODE_NAME: 'n3' }, args: ['--kubeconfig-file', kc3] };
+  access.n3 = { env: { POD_NAME: 'kube-flannel-ds-n3', POD_NAMESPACE: 'kube-flannel' }, args: ['--kubeconfig-file', kc3] };
+  await server.createPod({ metadata: { namespace: 'kube-flannel', name: 'kube-flannel-ds-n3' }, spec: { nodeName: 'n3', serviceAccountName: 'flannel' } });
 
   for (const node of [n1, n2, n3]) {
     writeFileSync(fileOf(node, '/etc/kube-flannel/net-conf.json'), JSON.stringify(NET_CONF));
@@ -243,6 +246,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
 
   it('a Node without a pod CIDR is waited for (one log line), then the node comes up and is programmed on the others within 3 s, without any ADD there', async () => {
     d3 = startDaemon(n3, ['--release-on-exit']);
+    await waitFor('n3 to find its name from its pod', () => d3!.log().includes('node "n3", where pod kube-flannel/kube-flannel-ds-n3 runs'), 15_000);
     await waitFor('n3 to wait for its pod CIDR', () => d3!.log().includes('waiting for node "n3": no pod CIDR assigned (spec.podCIDR is empty); kube-controller-manager assigns it (--allocate-node-cidrs)'), 15_000);
     await sleep(1500);
     expect(d3.log().match(/waiting for node "n3"/g)).toHaveLength(1);

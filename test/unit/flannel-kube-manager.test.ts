@@ -16,6 +16,7 @@ import { StoreUnavailable } from '../../src/flannel/manager';
 import type { LeaseAttrs } from '../../src/flannel/lease';
 import { parseNetworkConfig } from '../../src/flannel/netconfig';
 import { KubeApiServer, startKubeApiServer } from '../support/kube-apiserver';
+import { kubeconfigYaml } from '../support/kubeconfig';
 
 const P = 'flannel.alpha.coreos.com';
 const TOKEN = 'flannel-sa-token';
@@ -275,5 +276,41 @@ describe('KubeManager', () => {
     await synced(off);
     await (await off.acquireLease(CFG, attrs(), hooks)).overlayUp();
     expect((await server.requests()).filter((r) => r.method === 'PATCH')).toHaveLength(1); // the annotations only
+  });
+
+  it('open(): the node name from NODE_NAME/--node-name, else from our pod (kube-flannel.yml\'s POD_NAME/POD_NAMESPACE), else a clear error', async () => {
+    const kubeconfigFile = join(dir, 'kubeconfig');
+    writeFileSync(kubeconfigFile, kubeconfigYaml({ server: server.url, token: TOKEN }));
+    const base = { kubeconfigFile, netConfPath: join(dir, 'net-conf.json'), annotationPrefix: P, setNodeNetworkUnavailable: true };
+    await expect(KubeManager.open({ ...base, nodeName: '' }, (m) => logs.push(m))).rejects.toThrow(
+      '--kube-subnet-mgr needs the name of this node\'s Node: set NODE_NAME or --node-name (or POD_NAME and POD_NAMESPACE)',
+    );
+    const pod = { namespace: 'kube-flannel', name: 'kube-flannel-ds-x7k2p' };
+    await expect(KubeManager.open({ ...base, nodeName: '', pod }, (m) => logs.push(m))).rejects.toThrow(
+      `cannot find this node's name from pod kube-flannel/kube-flannel-ds-x7k2p: GET ${server.url}/api/v1/namespaces/kube-flannel/pods/kube-flannel-ds-x7k2p: 404 NotFound: pods "kube-flannel-ds-x7k2p" not found`,
+    );
+    await server.createPod({ metadata: { ...pod }, spec: { nodeName: 'worker-3' } });
+    manager = await KubeManager.open({ ...base, nodeName: '', pod }, (m) => logs.push(m));
+    expect(manager.description).toBe(`Kubernetes API ${server.url}, node "worker-3"`);
+    expect(logs.at(-1)).toBe(`Kubernetes API: kubeconfig ${kubeconfigFile} (context test); node "worker-3", where pod kube-flannel/kube-flannel-ds-x7k2p runs`);
+    await manager.close();
+    manager = await KubeManager.open({ ...base, nodeName: 'n1', pod }, (m) => logs.push(m)); // a given name wins
+    expect(manager.description).toBe(`Kubernetes API ${server.url}, node "n1"`);
+  });
+
+  it('--kube-annotation-prefix: the annotations are written and read under flannel\'s names for that prefix', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
+    await server.createNode({ metadata: { name: 'n2', annotations: { 'example.com/net-kube-subnet-manager': 'true', 'example.com/net-backend-type': 'vxlan', 'example.com/net-backend-data': '{"VNI":1,"VtepMAC":"0a:00:00:00:00:02"}', 'example.com/net-public-ip': '192.168.88.2' } }, spec: { podCIDR: '10.244.2.0/24' } });
+    await server.createNode(flannelNode('n3', 3)); // the default prefix: not a peer here
+    const netConfPath = join(dir, 'net-conf.json');
+    manager = new KubeManager(new KubeClient({ server: server.url, token: () => TOKEN, description: 'test' }), { nodeName: 'n1', netConfPath, annotationPrefix: 'example.com/net', setNodeNetworkUnavailable: false }, () => {});
+    manager.start();
+    await synced(manager);
+    await manager.acquireLease(CFG, attrs(), hooks);
+    expect(Object.keys((await server.getNode('n1'))!.metadata.annotations).sort()).toEqual(
+      ['example.com/net-backend-data', 'example.com/net-backend-type', 'example.com/net-kube-subnet-manager', 'example.com/net-public-ip'],
+    );
+    await until('n1 as a lease', async () => (await manager!.listLeases()).leases.length === 2);
+    expect((await manager.listLeases()).leases.map((l) => l.node)).toEqual(['n1', 'n2']);
   });
 });
