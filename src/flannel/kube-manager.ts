@@ -189,9 +189,8 @@ export class KubeManager implements SubnetManager {
 
   async nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }> {
     await this.firstTry; // asked right after the start: the first list is usually on its way
-    const node = this.ownNode();
-    if (!node) throw new Error(`node ${JSON.stringify(this.opts.nodeName)} does not exist (yet) in ${this.description}`);
-    const a = node.metadata.annotations ?? {};
+    // Not registered yet: nobody can have annotated it either (acquireLease waits for it, saying so).
+    const a = this.ownNode()?.metadata.annotations ?? {};
     const read = (key: string, family: 4 | 6) => {
       if (!a[key]) return undefined;
       const ip = IP.parse(a[key]);

@@ -116,7 +116,7 @@ export interface SubnetManager {
    * --public-ip / --public-ipv6 (flanneld's GetStoredPublicIP); read before
    * the underlay is chosen. Chosen leases: none. Kube: our Node's
    * node-public-ip / node-public-ipv6 annotations (StoreUnavailable until the
-   * Nodes are listed, an Error while our Node does not exist).
+   * Nodes are listed; none while our Node does not exist).
    */
   nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }>;
   /**
