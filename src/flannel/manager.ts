@@ -28,7 +28,7 @@ export interface LeaseList {
   bad: { key: string; why: string }[];
   /**
    * Where the list was read (etcd's revision, the file store's directory
-   * signature, a Kubernetes resourceVersion). Passed to watchLeases(): no
+   * signature, the kube manager's count of Node changes). Passed to watchLeases(): no
    * change made after this list is missed, however late the watch starts.
    */
   revision?: string;
@@ -91,7 +91,7 @@ export interface HeldLease extends LeaseSubnets {
    * Stops keeping the lease and gives it back (--release-on-exit: the node
    * leaves), after any write of it in flight. Chosen leases: deleted, so
    * the other nodes drop this one within their watch latency. Kube: the
-   * podCIDR is the Node's, nothing to give back (remove our annotations at most).
+   * podCIDR is the Node's: flannel's annotations come off our Node.
    */
   release(): Promise<void>;
   /**
@@ -108,7 +108,7 @@ export interface SubnetManager {
   /**
    * The network config, read now; an Error whose message says what is
    * missing or wrong (the daemon retries and logs it). Chosen leases: the
-   * store's config key (<prefix>/config). Kube: net-conf.json, read at open.
+   * store's config key (<prefix>/config). Kube: the net-conf.json file.
    */
   getNetworkConfig(): Promise<NetworkConfig>;
   /**
@@ -145,7 +145,7 @@ export interface SubnetManager {
    * StoreUnavailable when the source cannot be reached: the overlay then
    * stays as programmed. Kube: every Node with kube-subnet-manager=true, its
    * podCIDR(s) as the subnets and its annotations as the attributes (the
-   * informer's cache; its resourceVersion as the revision).
+   * watched Nodes; StoreUnavailable only before the first list).
    */
   listLeases(): Promise<LeaseList>;
   /**
