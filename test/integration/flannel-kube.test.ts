@@ -300,6 +300,18 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     for (const node of [n1, n2, n3]) await waitFor(`${node.name} to drop ghost`, () => !hasRoute(node, '10.88.60.0/24'), 3000, 20);
   });
 
+  it('drift is repaired from the watched Nodes as with the stores: a peer\'s route, neighbour and FDB entry deleted by hand come back', async () => {
+    const mac = vtep(n2).address;
+    topo.ip(n1.ns, 'route del 10.88.2.0/24 dev flannel.1');
+    topo.ip(n1.ns, 'neigh del 10.88.2.0 dev flannel.1');
+    sh(['bridge', '-n', n1.ns, 'fdb', 'del', mac, 'dev', 'flannel.1', 'dst', n2.ip, 'self']);
+    const { ms } = await waitFor('n1 to repair n2', () => {
+      const st = topo.peerState(n1.ns, '10.88.2.0/24', mac, n2.ip);
+      return st.neigh && st.fdb && st.route;
+    }, 3000, 20);
+    process.stdout.write(`[flk] drift on n1 repaired in ${ms} ms (--reconcile-interval 1)\n`);
+  });
+
   it('status --kube-subnet-mgr shows the Node, its condition and every peer by name, all in place', async () => {
     const st = await topo.cli(n1, ['status', '--kube-subnet-mgr', '--json'], access.n1.env);
     expect(st.code, st.stdout + st.stderr).toBe(0);
@@ -366,5 +378,74 @@ describe('vxlan-flannel daemon --kube-subnet-mgr with flanneld\'s traffic and ba
     expect(hasRoute(n1, '10.88.2.0/24')).toBe(false);
     expect(await topo.ping(p1, p2.ip)).toBe(true);
     expect(await whoami(p1, p2.ip, 8080)).toBe(p1.ip);
+  });
+});
+
+// A dual-stack cluster: pod CIDRs of both families on each Node, flannel.1
+// and flannel-v6.1, both families' annotations, pods pinging over both.
+// Plain HTTP to the stand-in, without credentials (--kube-api-url alone).
+describe('vxlan-flannel daemon --kube-subnet-mgr, dual stack', () => {
+  let t: Topology;
+  let api6: KubeApiServerProcess;
+  const daemons: Record<string, DaemonHandle> = {};
+  let a: Host, b: Host;
+  printDaemonLogsOnFailure(() => daemons);
+
+  beforeAll(async () => {
+    t = new Topology('flk6');
+    a = t.addHost('a', 11, 1500, { ownFiles: true });
+    b = t.addHost('b', 12, 1500, { ownFiles: true });
+    const apiHost = t.addHost('api', 100);
+    api6 = await spawnKubeApiServer({ netns: apiHost.path, host: API_IP, port: 8080 });
+    sh(['ln', '-s', join(OUR_BIN, 'flannel'), join(t.cniBin, 'flannel')]);
+    sh(['ln', '-s', '/usr/lib/cni/portmap', join(t.cniBin, 'portmap')]);
+    for (const [node, n] of [[a, 1], [b, 2]] as const) {
+      await api6.createNode({ metadata: { name: node.name }, spec: { podCIDR: `10.87.${n}.0/24`, podCIDRs: [`10.87.${n}.0/24`, `fd87:0:0:${n}::/64`] } });
+      writeFileSync(fileOf(node, '/etc/kube-flannel/net-conf.json'), JSON.stringify({ Network: '10.87.0.0/16', EnableIPv6: true, IPv6Network: 'fd87::/48', Backend: { Type: 'vxlan' } }));
+      writeFileSync(fileOf(node, '/etc/cni/net.d/10-flannel.conflist'), CNI_CONF);
+      daemons[node.name] = t.startDaemon(node, ['--kube-subnet-mgr', '--ip-masq', '--kube-api-url', api6.url, '--node-name', node.name]);
+    }
+    await Promise.all(Object.values(daemons).map((d) => t.waitSubnet(d)));
+  }, 60_000);
+
+  afterAll(async () => {
+    await api6?.stop();
+    await t?.cleanup();
+  });
+
+  it('both pod CIDRs are the lease: both VTEPs, flanneld\'s annotations of both families, subnet.env with both', async () => {
+    for (const [node, n] of [[a, 1], [b, 2]] as const) {
+      const v4 = t.json(node.ns, '-d link show dev flannel.1')[0];
+      const v6 = t.json(node.ns, '-d link show dev flannel-v6.1')[0];
+      expect((await api6.getNode(node.name))!.metadata.annotations).toEqual({
+        ...flannelAnnotations(node.ip, v4.address),
+        [`${P}/backend-v6-data`]: `{"VNI":1,"VtepMAC":"${v6.address}"}`,
+        [`${P}/public-ipv6`]: node.ip6,
+      });
+      expect(readFileSync(t.subnetFile(node), 'utf8')).toBe(
+        `FLANNEL_NETWORK=10.87.0.0/16\nFLANNEL_SUBNET=10.87.${n}.1/24\nFLANNEL_IPV6_NETWORK=fd87::/48\nFLANNEL_IPV6_SUBNET=fd87:0:0:${n}::1/64\nFLANNEL_MTU=${Math.min(v4.mtu, v6.mtu)}\nFLANNEL_IPMASQ=true\n`,
+      );
+    }
+    await t.waitMesh([{ node: a, subnet: 'fd87:0:0:1::/64' }, { node: b, subnet: 'fd87:0:0:2::/64' }], 5000, 'flannel-v6.1');
+  });
+
+  it('pods attached through libcni with kube-flannel\'s cni-conf.json get an address of each family and ping across nodes over both', async () => {
+    const pods = [];
+    for (const [node, name] of [[a, 'q1'], [b, 'q2']] as const) {
+      const path = t.netns(`flk6-${name}`);
+      const r = await runProcess([...enter(node), inject('libcniDriver'), 'add', 'cbr0', path, `ctr-${name}`], { PATH, CNI_PATH: t.cniBin }, '');
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      const ips = (r.json.ips as { address: string }[]).map((i) => i.address.split('/')[0]);
+      await waitFor(`${node.name}'s cni0 IPv6 gateway to finish DAD`, () => {
+        const addrs = t.json(node.ns, '-6 addr show dev cni0 scope global')[0]?.addr_info ?? [];
+        return addrs.length > 0 && addrs.every((x: { tentative?: boolean }) => !x.tentative);
+      });
+      pods.push({ path, v4: ips.find((ip) => !ip.includes(':'))!, v6: ips.find((ip) => ip.includes(':'))! });
+    }
+    expect(pods[0].v4).toMatch(/^10\.87\.1\./);
+    expect(pods[1].v6).toMatch(/^fd87:0:0:2::/);
+    expect(await t.ping(pods[0], pods[1].v4)).toBe(true);
+    expect(await t.ping(pods[0], pods[1].v6)).toBe(true);
+    expect(await t.ping(pods[1], pods[0].v6)).toBe(true);
   });
 });
