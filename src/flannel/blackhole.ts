@@ -36,3 +36,11 @@ export async function ensureBlackhole(subnet: Prefix, network: Prefix): Promise<
   }
   return changes;
 }
+
+/** Removes our blackhole route to `subnet` (the node leaves: --release-on-exit); nothing when there is none. */
+export async function removeBlackhole(subnet: Prefix): Promise<void> {
+  const family = `-${subnet.family}`;
+  const routes = await ipJson<IpRoute[]>([family, 'route', 'show', 'type', 'blackhole', 'root', subnet.toString()]);
+  if (!routes.some((r) => r.metric === BLACKHOLE_METRIC && Prefix.parse(r.dst)?.toString() === subnet.toString())) return;
+  await exec(['ip', family, 'route', 'del', 'blackhole', subnet.toString(), 'metric', String(BLACKHOLE_METRIC)]);
+}

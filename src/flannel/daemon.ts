@@ -24,7 +24,7 @@ import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subne
 import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep } from './vtep';
-import { ensureBlackhole } from './blackhole';
+import { ensureBlackhole, removeBlackhole } from './blackhole';
 
 export interface DaemonOptions {
   iface?: string;
@@ -323,7 +323,7 @@ export class Daemon {
     }
   }
 
-  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. Closes the manager. */
+  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs, blackhole routes and subnet.env. Closes the manager. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -346,6 +346,7 @@ export class Daemon {
       }
       for (const s of this.sides) {
         await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
+        if (this.opts.ipBlackholeRoute) await removeBlackhole(s.subnet).catch((err) => this.log(`cannot remove the blackhole route to ${s.subnet}: ${(err as Error).message}`));
       }
       removeFile(this.opts.subnetFile);
     }

@@ -245,7 +245,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
   });
 
   it('a Node without a pod CIDR is waited for (one log line), then the node comes up and is programmed on the others within 3 s, without any ADD there', async () => {
-    d3 = startDaemon(n3, ['--release-on-exit']);
+    d3 = startDaemon(n3, ['--release-on-exit', '--ip-blackhole-route']);
     await waitFor('n3 to find its name from its pod', () => d3!.log().includes('node "n3", where pod kube-flannel/kube-flannel-ds-n3 runs'), 15_000);
     await waitFor('n3 to wait for its pod CIDR', () => d3!.log().includes('waiting for node "n3": no pod CIDR assigned (spec.podCIDR is empty); kube-controller-manager assigns it (--allocate-node-cidrs)'), 15_000);
     await sleep(1500);
@@ -259,6 +259,9 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     process.stdout.write(`[flk] n3 annotated ${annotated} ms after its pod CIDR; programmed on n1 and n2 ${ms} ms after that\n`);
     await subnetEnv(d3);
     expect(await topo.ping(p1, '10.88.3.0')).toBe(true); // n3's VTEP, from a pod attached before n3 existed
+    // no pod (no cni0) on n3: its blackhole route is what an address of its subnet meets there
+    expect(topo.json(n3.ns, '-4 route show type blackhole')).toEqual([{ type: 'blackhole', dst: '10.88.3.0/24', metric: 1024, flags: [] }]);
+    expect(() => topo.ip(n3.ns, 'route get 10.88.3.5')).toThrow(/Invalid argument/);
     await waitFor('n3\'s NetworkUnavailable False', async () => (await server.getNode('n3'))!.status.conditions[0].status === 'False', 5000);
     const writes = (await server.requests()).filter((r) => !r.control && r.method === 'PATCH' && r.path === '/api/v1/nodes/n3/status');
     expect(new Set(writes.map((w) => w.user))).toEqual(new Set([CERT_USER]));
@@ -352,6 +355,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     expect(await topo.stopDaemon(d3!)).toBe(0);
     const annotations = (await server.getNode('n3'))!.metadata.annotations;
     expect(Object.keys(annotations).filter((k) => k.startsWith(P))).toEqual([]);
+    expect(topo.json(n3.ns, '-4 route show type blackhole')).toEqual([]); // the node left: its blackhole route too
     const { ms } = await waitFor('n1 and n2 to drop n3', () => !hasRoute(n1, '10.88.3.0/24') && !hasRoute(n2, '10.88.3.0/24'), 3000, 20);
     process.stdout.write(`[flk] n3 left: dropped by n1 and n2 in ${ms} ms\n`);
   });

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Prefix } from '../../src/net/ip';
 import { Runner, setRunner } from '../../src/iproute/exec';
-import { BLACKHOLE_METRIC, ensureBlackhole } from '../../src/flannel/blackhole';
+import { BLACKHOLE_METRIC, ensureBlackhole, removeBlackhole } from '../../src/flannel/blackhole';
 
 describe('ensureBlackhole', () => {
   let prev: Runner | undefined;
@@ -47,5 +47,13 @@ describe('ensureBlackhole', () => {
     const k = fake([]);
     expect(await ensureBlackhole(Prefix.parse('fd00:10:244:1::/64')!, Prefix.parse('fd00:10:244::/56')!)).toEqual(['added a blackhole route to fd00:10:244:1::/64 (metric 1024)']);
     expect(k.calls).toEqual(['ip -json -6 route show type blackhole root fd00:10:244::/56', 'ip -6 route add blackhole fd00:10:244:1::/64 metric 1024']);
+  });
+
+  it('removeBlackhole: ours to that subnet goes, nothing else; none there: nothing run but the read', async () => {
+    const k = fake([{ dst: '10.244.1.0/24', metric: BLACKHOLE_METRIC }, { dst: '10.244.1.0/24' }]);
+    await removeBlackhole(Prefix.parse('10.244.1.0/24')!);
+    expect(k.routes).toEqual([{ dst: '10.244.1.0/24' }]);
+    await removeBlackhole(Prefix.parse('10.244.1.0/24')!);
+    expect(k.calls.filter((c) => c.includes(' del '))).toEqual(['ip -4 route del blackhole 10.244.1.0/24 metric 1024']);
   });
 });
