@@ -60,7 +60,7 @@ interface Pod {
 let p1: Pod, p2: Pod;
 
 const DAEMON_ARGS = ['--kube-subnet-mgr', '--ip-masq'];
-const startDaemon = (node: Host, extra: string[] = []) => topo.startDaemon(node, [...DAEMON_ARGS, ...access[node.name].args], extra, access[node.name].env);
+const startDaemon = (node: Host, extra: string[] = []) => topo.startDaemon(node, [...DAEMON_ARGS, ...access[node.name].args], extra, { env: access[node.name].env });
 
 /** A Node as the kubelet registers it and kube-controller-manager assigns its pod CIDR (none: not yet). */
 const registeredNode = (name: string, octet?: number): JsonObject => ({
