@@ -21,7 +21,6 @@
 // hand-written flanneld Nodes at 10.88.50.0/24 (a real VTEP made with ip) and
 // 10.88.60.0/24 (no host behind it).
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, sleep, waitFor } from './flannel-topology';
@@ -48,7 +47,6 @@ let n1: Host, n2: Host, n3: Host, world: Host;
 let d1: DaemonHandle, d2: DaemonHandle, d3: DaemonHandle | undefined;
 /** How each node reaches the API: its environment and flags. */
 const access: Record<string, { env: Record<string, string>; args: string[] }> = {};
-const servers: ChildProcess[] = [];
 
 interface Pod {
   name: string;
@@ -97,28 +95,6 @@ async function attach(node: Host, name: string, env: Record<string, string> = {}
   if (r.code !== 0) throw new Error(`libcni ADD ${name} on ${node.name} failed: ${r.stdout}${r.stderr}`);
   const ip = (r.json.ips as { address: string }[])[0].address.split('/')[0];
   return { name, ns, path, node, ip };
-}
-
-/**
- * A TCP server in a namespace that answers every connection with the
- * address it came from; resolves once it listens.
- */
-async function whoamiServer(ns: { path: string }, port: number): Promise<void> {
-  const script = "require('net').createServer((s)=>s.end(s.remoteAddress)).listen(+process.argv[1],'0.0.0.0',()=>console.log('up'))";
-  const proc = spawn('nsenter', [`--net=${ns.path}`, '--', process.execPath, '-e', script, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  servers.push(proc);
-  await new Promise<void>((resolve, reject) => {
-    proc.stdout!.once('data', () => resolve());
-    proc.once('exit', (code) => reject(new Error(`whoami server exited (${code})`)));
-  });
-}
-
-/** Connects from a namespace and returns the address the server saw. */
-async function whoami(from: { path: string }, host: string, port: number): Promise<string> {
-  const script = "const s=require('net').connect(+process.argv[2],process.argv[1]);let d='';s.on('data',(b)=>d+=b);s.on('end',()=>console.log(d));s.setTimeout(3000,()=>{console.error('timeout');process.exit(1)})";
-  const r = await runProcess(['nsenter', `--net=${from.path}`, '--', process.execPath, '-e', script, host, String(port)], { PATH }, '');
-  if (r.code !== 0) throw new Error(`connecting to ${host}:${port} failed: ${r.stderr}`);
-  return r.stdout.trim();
 }
 
 /** Waits until every listed daemon has written subnet.env, and returns it (text). */
@@ -179,7 +155,6 @@ beforeAll(async () => {
 printDaemonLogsOnFailure(() => ({ d1, d2, d3 }));
 
 afterAll(async () => {
-  for (const s of servers) s.kill('SIGKILL');
   await server?.stop();
   await topo?.cleanup();
 });
@@ -228,12 +203,12 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     expect(topo.json(p1.ns, 'link show dev eth0')[0].mtu).toBe(vtep(n1).mtu);
     expect(await topo.ping(p1, p2.ip)).toBe(true);
     expect(await topo.ping(p2, p1.ip)).toBe(true);
-    await whoamiServer(p2, 8080);
-    expect(await whoami(p1, p2.ip, 8080)).toBe(p1.ip);
+    await topo.startPeerEcho(p2, 8080);
+    expect(await topo.addressSeenBy(p1, p2.ip, 8080)).toBe(p1.ip);
   });
 
   it('portmap, chained after flannel, publishes a pod\'s port on its node', async () => {
-    expect(await whoami(world, n2.ip, 18080)).toBe(WORLD_IP);
+    expect(await topo.addressSeenBy(world, n2.ip, 18080)).toBe(WORLD_IP);
   });
 
   it('--ip-blackhole-route: a blackhole route to the node\'s subnet, below the bridge\'s route, so its pods stay reachable', async () => {
@@ -361,12 +336,12 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
   });
 });
 
-// These need flanneld's traffic rules, Backend.MTU read as the underlay's and
-// DirectRouting in the daemon (the compat work): they fail until those land.
+// flanneld's traffic rules, Backend.MTU read as the underlay's, DirectRouting,
+// with the Kubernetes subnet manager.
 describe('vxlan-flannel daemon --kube-subnet-mgr with flanneld\'s traffic and backend options', () => {
   it('--ip-masq: traffic from a pod to the world leaves with its node\'s address', async () => {
-    await whoamiServer(world, 9090);
-    expect(await whoami(p1, WORLD_IP, 9090)).toBe(n1.ip);
+    await topo.startPeerEcho(world, 9090);
+    expect(await topo.addressSeenBy(p1, WORLD_IP, 9090)).toBe(n1.ip);
   });
 
   it('Backend.MTU 1400 in net-conf.json gives a VTEP of 1350, and FLANNEL_MTU 1350', () => {
@@ -381,7 +356,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr with flanneld\'s traffic and ba
     await waitFor('a direct route from n1 to n2', () => routesOn(n1).some((r) => r.dst === '10.88.2.0/24' && r.gateway === n2.ip && r.dev === 'eth0'), 15_000);
     expect(hasRoute(n1, '10.88.2.0/24')).toBe(false);
     expect(await topo.ping(p1, p2.ip)).toBe(true);
-    expect(await whoami(p1, p2.ip, 8080)).toBe(p1.ip);
+    expect(await topo.addressSeenBy(p1, p2.ip, 8080)).toBe(p1.ip);
   });
 });
 
