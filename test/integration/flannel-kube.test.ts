@@ -57,7 +57,8 @@ interface Pod {
 }
 let p1: Pod, p2: Pod;
 
-const DAEMON_ARGS = ['--kube-subnet-mgr', '--ip-masq'];
+/** kube-flannel.yml's daemon arguments. */
+const DAEMON_ARGS = ['--ip-masq', '--kube-subnet-mgr', '--healthz-port=8081'];
 const startDaemon = (node: Host, extra: string[] = []) => topo.startDaemon(node, [...DAEMON_ARGS, ...access[node.name].args], extra, { env: access[node.name].env });
 
 /** A Node as the kubelet registers it and kube-controller-manager assigns its pod CIDR (none: not yet). */
@@ -290,7 +291,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     process.stdout.write(`[flk] drift on n1 repaired in ${ms} ms (--reconcile-interval 1)\n`);
   });
 
-  it('status --kube-subnet-mgr shows the Node, its condition and every peer by name, all in place', async () => {
+  it('status --kube-subnet-mgr shows the Node, its condition and every peer by name, all in place; kube-flannel\'s probes answer', async () => {
     const st = await topo.cli(n1, ['status', '--kube-subnet-mgr', '--json'], access.n1.env);
     expect(st.code, st.stdout + st.stderr).toBe(0);
     expect(st.json).toMatchObject({
@@ -303,6 +304,10 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
       ['n2', '10.88.2.0/24', true],
       ['n3', '10.88.3.0/24', true],
     ]);
+    // kube-flannel's probes: /healthz (liveness) and /readyz (readiness) on port 8081
+    for (const [path, answer] of [['/healthz', '200 ok: lease held, VTEPs up'], ['/readyz', '200 vxlan-flannel is ready']]) {
+      expect(await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`)).toBe(answer);
+    }
     const leases = await topo.cli(n1, ['leases', '--kube-subnet-mgr'], access.n1.env);
     expect([leases.code, leases.stderr]).toEqual([1, expect.stringContaining('with --kube-subnet-mgr the leases are the Nodes\' pod CIDRs and annotations: use kubectl')]);
   });
