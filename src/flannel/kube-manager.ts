@@ -120,7 +120,11 @@ export class KubeManager implements SubnetManager {
     );
   }
 
-  /** Connects as the options say and starts listing and watching the Nodes (in the background: never fails on an unreachable API). */
+  /**
+   * Connects as the options say and starts listing and watching the Nodes in
+   * the background: an unreachable API is retried then, never fatal here
+   * (but for the pod lookup, when the node name has to come from the pod).
+   */
   static async open(o: KubeOptions, log: Log): Promise<KubeManager> {
     const { client, conn, nodeName } = await connect(o);
     const m = new KubeManager(client, { ...o, nodeName }, log);
@@ -129,7 +133,7 @@ export class KubeManager implements SubnetManager {
     return m;
   }
 
-  /** Starts the informer: resolves at once; the first list is retried until it works. */
+  /** Starts the informer and returns at once; the first list is retried until it works. */
   start(): void {
     void this.watch.start().then(() => {
       this.synced = true;
