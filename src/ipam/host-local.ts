@@ -2,7 +2,7 @@
 import { CniError, ErrorCode } from '../cni/errors';
 import { parseResult, Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
-import { AttachmentSet, validAttachments } from '../cni/gc';
+import { gcScope, type GcScope } from '../cni/gc';
 import { IP } from '../net/ip';
 import { loadIpamConfig, loadStoreLocation } from './config';
 import { parseResolvConf } from './dns';
@@ -47,16 +47,16 @@ async function check(req: Request): Promise<void> {
   }
 }
 
-/** A reservation GC releases: its attachment is not valid, or its file is torn and old. */
-function isGarbage(r: Reservation, valid: AttachmentSet, now: number): boolean {
+/** A reservation GC releases: the scope releases its attachment, or its file is torn and old. */
+function isGarbage(r: Reservation, scope: GcScope, now: number): boolean {
   if (!r.owner) return now - r.mtimeMs >= TORN_GRACE_MS;
-  return r.owner.ifname === undefined ? !valid.hasContainer(r.owner.containerId) : !valid.has(r.owner.containerId, r.owner.ifname);
+  return r.owner.ifname === undefined ? scope.releasesContainer(r.owner.containerId) : scope.releases(r.owner.containerId, r.owner.ifname);
 }
 
 async function gc(req: Request): Promise<void> {
-  const valid = validAttachments(req.conf);
+  const scope = gcScope(req.conf);
   const now = Date.now();
-  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect((r) => isGarbage(r, valid, now));
+  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect((r) => isGarbage(r, scope, now));
   for (const r of released) {
     process.stderr.write(`host-local: GC released ${r.ip} (${r.owner ? ownerToString(r.owner) : 'torn file'})\n`);
   }
