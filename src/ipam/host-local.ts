@@ -12,7 +12,7 @@ import { toIPConfig } from './allocator';
 import { NetworkPool } from './network-pool';
 
 /** A torn file younger than this may be a Go host-local still writing it (it creates, then writes). */
-const TORN_GRACE_MS = 60_000;
+export const TORN_GRACE_MS = 60_000;
 
 const ownerOf = (req: Request): Owner => ({ containerId: req.inv.containerId, ifname: req.inv.ifname });
 
