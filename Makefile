@@ -1,9 +1,13 @@
-# Build, install and test the CNI plugins.
+# Build, install, package and test the CNI plugins.
 DESTDIR ?=
 CNI_BIN_DIR ?= /opt/cni/bin
-PLUGINS := host-local bridge vxlan-flannel
+# flannel is vxlan-flannel under the name of flannel's own CNI plugin ("type": "flannel").
+PLUGINS := host-local bridge vxlan-flannel flannel
+VERSION := $(shell node -p 'require("./package.json").version')
+ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB := dist/cni-ts_$(VERSION)_$(ARCH).deb
 
-.PHONY: all build install test test-unit test-integration typecheck bench clean
+.PHONY: all build standalone install install-standalone uninstall deb test test-unit test-integration typecheck bench clean
 
 all: build
 
@@ -11,33 +15,55 @@ node_modules: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch node_modules
 
+# bin/<plugin>: small scripts for hosts with Node.js 20 or newer.
 build: node_modules
-	node build.mjs $(PLUGINS)
+	node build.mjs
+
+# dist/bin/<plugin>: one standalone executable (no Node.js needed) under every plugin name.
+standalone: node_modules
+	node build.mjs --standalone
 
 install: build
 	install -d -m 0755 $(DESTDIR)$(CNI_BIN_DIR)
 	install -m 0755 $(addprefix bin/,$(PLUGINS)) $(DESTDIR)$(CNI_BIN_DIR)/
 
+# The names are hard links of one file: installed once, linked under the others.
+install-standalone: standalone
+	install -d -m 0755 $(DESTDIR)$(CNI_BIN_DIR)
+	install -m 0755 dist/bin/$(firstword $(PLUGINS)) $(DESTDIR)$(CNI_BIN_DIR)/
+	for p in $(wordlist 2,$(words $(PLUGINS)),$(PLUGINS)); do \
+	  ln -f $(DESTDIR)$(CNI_BIN_DIR)/$(firstword $(PLUGINS)) $(DESTDIR)$(CNI_BIN_DIR)/$$p; done
+
+# Removes what install or install-standalone put there, nothing else.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(CNI_BIN_DIR)/,$(PLUGINS))
+
+# dist/cni-ts_<version>_<arch>.deb: the standalone executables, the
+# vxlan-flannel systemd unit and the sample configs (packaging/deb.sh).
+deb: standalone
+	bash packaging/deb.sh $(VERSION) $(ARCH) $(DEB)
+
 typecheck: node_modules
 	npx tsc --noEmit -p .
 
 # The whole suite: type check, unit tests, then the integration tests, which
-# need root (network namespaces, the Go reference plugins from Debian).
-test: build typecheck
+# need root (network namespaces, the Go reference plugins from Debian) and
+# drive both the scripts and the standalone executables.
+test: standalone typecheck
 	npx vitest run --project unit
 	npx vitest run --project integration
 
 test-unit: node_modules
 	npx vitest run --project unit
 
-test-integration: build
+test-integration: standalone
 	npx vitest run --project integration
 
-bench: build
+bench: standalone
 	node test/bench/run.mjs
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 # A guided tour for newcomers (root): one throwaway namespace attached with
 # bridge + host-local, its addresses, routes and a ping, then DEL and cleanup.

@@ -5,7 +5,7 @@
 // host-local executable would call it, with the same environment, stdin and
 // printed output, so the result and errors are identical and one Node start
 // (~80 ms) is saved. CNI_TS_IPAM_EXEC=1 forces the exec path.
-import { closeSync, openSync, readSync, realpathSync } from 'node:fs';
+import { closeSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { delegateEnv, execPlugin, findPlugin, readPluginOutput, type ExecResult } from '../cni/delegate';
 import type { Result } from '../cni/result';
@@ -27,12 +27,18 @@ export function planIpam(type: string, path: readonly string[]): IpamPlan {
 
 const SHEBANG = '#!/usr/bin/env node';
 
+/**
+ * Our host-local, runnable in this process: this very executable (the
+ * standalone one is a single file under every plugin name), or our script
+ * bundle installed beside this script bundle.
+ */
 function isOurBundle(file: string): boolean {
   if (process.env.CNI_TS_IPAM_EXEC === '1') return false;
-  const self = process.argv[1];
-  if (!self) return false;
   try {
-    if (realpathSync(dirname(file)) !== realpathSync(dirname(self))) return false;
+    const [a, b] = [statSync(file), statSync(process.execPath)];
+    if (a.dev === b.dev && a.ino === b.ino) return true;
+    const self = process.argv[1];
+    if (!self || realpathSync(dirname(file)) !== realpathSync(dirname(self))) return false;
     const fd = openSync(file, 'r');
     try {
       const buf = Buffer.alloc(SHEBANG.length);

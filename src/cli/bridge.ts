@@ -1,6 +1,7 @@
 // bridge's operator commands.
 import { baseProgram, runProgram } from './common';
 import { attachmentTags, hostVethName, netTag } from '../bridge/names';
+import { formatTable } from '../util/table';
 
 export async function main(argv: string[]): Promise<void> {
   const program = baseProgram('bridge', 'bridge: attaches containers to a Linux bridge through a veth pair, with addresses from an IPAM plugin.');
@@ -20,13 +21,18 @@ export async function main(argv: string[]): Promise<void> {
     .description('list the masquerade rules the bridge plugin installed, by attachment tag')
     .option('--backend <backend>', 'iptables or nftables', 'iptables')
     .option('--network <name>', 'only this network')
-    .action(async (opts: { backend: string; network?: string }) => {
+    .option('--json', 'print JSON')
+    .action(async (opts: { backend: string; network?: string; json?: boolean }) => {
       if (opts.backend !== 'iptables' && opts.backend !== 'nftables') throw new Error('--backend must be iptables or nftables');
       const { masqList } = await import('../iproute/masq');
       const entries = await masqList(opts.backend);
       const want = opts.network ? netTag(opts.network) : undefined;
       const rows = entries.filter((e) => !want || e.netTag === want);
-      process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+      if (opts.json) process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+      else {
+        const cells = rows.map((e) => [e.netTag, e.attTag, e.ips.join(','), e.masquerades ? 'yes' : 'no', e.backend]);
+        process.stdout.write(formatTable(['NETWORK', 'ATTACHMENT', 'IPS', 'MASQUERADE', 'BACKEND'], cells));
+      }
     });
   await runProgram(program, argv);
 }

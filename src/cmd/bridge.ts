@@ -6,7 +6,7 @@ import { syncRunner } from '../iproute/sync-runner';
 import { bridgePlugin } from '../bridge/plugin';
 import { runEmbeddedCli } from '../cli/embedded';
 
-if (isCniInvocation(process.env)) {
+if (isCniInvocation(process.env, process.argv.slice(2))) {
   setRunner(syncRunner);
   void runCni(bridgePlugin);
 } else void runEmbeddedCli(process.argv);

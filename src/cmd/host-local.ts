@@ -4,5 +4,5 @@ import { isCniInvocation } from '../cni/env';
 import { hostLocal } from '../ipam/host-local';
 import { runEmbeddedCli } from '../cli/embedded';
 
-if (isCniInvocation(process.env)) void runCni(hostLocal);
+if (isCniInvocation(process.env, process.argv.slice(2))) void runCni(hostLocal);
 else void runEmbeddedCli(process.argv);

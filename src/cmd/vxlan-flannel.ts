@@ -6,5 +6,5 @@ import { isCniInvocation } from '../cni/env';
 import { flannelPlugin } from '../flannel/cni';
 import { runEmbeddedCli } from '../cli/embedded';
 
-if (isCniInvocation(process.env)) void runCni(flannelPlugin);
+if (isCniInvocation(process.env, process.argv.slice(2))) void runCni(flannelPlugin);
 else void runEmbeddedCli(process.argv);

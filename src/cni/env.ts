@@ -17,13 +17,19 @@ export interface Invocation {
   path: string[];
 }
 
+/** The variables the spec has a runtime set; CNI_TS_* and the like are this project's own. */
+const SPEC_VARIABLES = ['CNI_COMMAND', 'CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_ARGS', 'CNI_PATH'];
+
 /**
- * Whether this process was started as a CNI plugin rather than by a person:
- * CNI_COMMAND set (even empty), or any other CNI_* variable present, so a
- * runtime that forgot CNI_COMMAND gets an error object, not a help page.
+ * Whether this process was started as a CNI plugin rather than by a person.
+ * Runtimes run a plugin with no arguments; an operator runs a subcommand or
+ * option, which is always the CLI whatever the environment holds (a CNI_PATH
+ * left exported in a shell). Without arguments, any spec variable makes a
+ * plugin call, so a runtime that forgot CNI_COMMAND gets an error object, not
+ * a help page.
  */
-export function isCniInvocation(env: NodeJS.ProcessEnv): boolean {
-  return 'CNI_COMMAND' in env || Object.keys(env).some((k) => k.startsWith('CNI_'));
+export function isCniInvocation(env: NodeJS.ProcessEnv, args: readonly string[]): boolean {
+  return args.length === 0 && SPEC_VARIABLES.some((name) => name in env);
 }
 
 const REQUIRED: Record<Command, readonly string[]> = {

@@ -32,9 +32,21 @@ function unavailable(endpoints: string, err: unknown): Error {
   const e = err as Error & { code?: number };
   const name = e?.constructor?.name ?? '';
   if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
-    return new StoreUnavailable(`etcd ${endpoints} unreachable: ${e.message}`);
+    return new StoreUnavailable(`etcd ${endpoints} unreachable: ${grpcReason(e.message)}`);
   }
   return e instanceof Error ? e : new Error(String(err));
+}
+
+/**
+ * The readable cause in a grpc-js message: "14 UNAVAILABLE: No connection
+ * established. Last error: Error: connect ECONNREFUSED 10.0.0.1:2379.
+ * Resolution note: " becomes "connect ECONNREFUSED 10.0.0.1:2379".
+ */
+export function grpcReason(message: string): string {
+  let text = message.replace(/\s*Resolution note:.*$/s, '').replace(/^\d+ [A-Z_]+: /, '');
+  const last = /Last error: (?:\w*Error: )?(.*)$/s.exec(text);
+  if (last) text = last[1];
+  return text.trim().replace(/\.$/, '') || message;
 }
 
 export class EtcdStore implements LeaseStore {

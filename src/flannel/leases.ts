@@ -3,7 +3,7 @@
 // removing the lease of a node that left without --release-on-exit.
 import type { Prefix } from '../net/ip';
 import { formatTable } from '../util/table';
-import { subnetOf } from './lease';
+import { type LeaseSubnets, leaseKey, subnetOf } from './lease';
 import { printable } from './log';
 import type { LeaseList } from './manager';
 import type { LeaseStore } from './store';
@@ -47,9 +47,17 @@ export function formatLeases(list: LeaseList): string {
   return formatTable(['SUBNET', 'PUBLIC IP', 'BACKEND', 'VTEP MAC', 'EXPIRES'], rows) + bad.join('');
 }
 
-/** Removes the lease holding `subnet` (one of its subnets, for a dual-stack lease); none holds it: nothing happens. */
+/**
+ * Removes the lease holding `subnet` (one of its subnets, for a dual-stack
+ * lease), or an unreadable entry under exactly that subnet's key. Neither
+ * exists: an error, so that a typo does not look like a release.
+ */
 export async function releaseSubnet(store: LeaseStore, subnet: Prefix): Promise<void> {
-  const { leases } = await store.list();
+  const { leases, bad } = await store.list();
   const held = leases.find((l) => subnetOf(l, subnet.family)?.toString() === subnet.toString());
-  await store.remove(held ?? (subnet.family === 4 ? { subnet } : { ipv6Subnet: subnet }));
+  const alone: LeaseSubnets = subnet.family === 4 ? { subnet } : { ipv6Subnet: subnet };
+  if (!held && !bad.some((b) => b.key === leaseKey(alone))) {
+    throw new Error(`no lease holds ${subnet} in ${store.description} (see \`vxlan-flannel leases\`)`);
+  }
+  await store.remove(held ?? alone);
 }

@@ -1,23 +1,25 @@
-// Bench: bridge + host-local ADD and DEL of one container, ours vs the Go
-// reference plugins vs `node -e 0`, interleaved in one run so machine noise
+// Bench: bridge + host-local ADD and DEL of one container, ours (script and
+// standalone executable) vs the Go reference plugins vs `node -e 0`, interleaved in one run so machine noise
 // hits all alike. Everything runs inside a throwaway "host" namespace (the
 // measuring loop re-executes itself there), so the numbers hold no nsenter.
 //
 //   node test/bench/bridge.mjs            (root; BENCH_ITER=N to change the count)
 //
 // Reported per config: medians of ADD, DEL and ADD+DEL for ours (host-local
-// in-process), ours with host-local exec'd (CNI_TS_IPAM_EXEC=1), Go, and
-// node -e 0; then the target: ours minus one Node start per call, against Go.
+// in-process), ours with host-local exec'd (CNI_TS_IPAM_EXEC=1), the standalone
+// executable, Go, and node -e 0; then the target: ours minus one Node start
+// per call, against Go; and the peak RSS of one ADD of each.
 import { spawnSync, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fmt, median, ratio, table } from './lib.mjs';
+import { fmt, median, peakRssKiB, ratio, table } from './lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
 const OURS = join(root, 'bin');
+const STANDALONE = join(root, 'dist/bin');
 const GO = '/usr/lib/cni';
 const HOST = 'cnibench-br-host';
 const CTR = 'cnibench-br-ctr';
@@ -44,6 +46,7 @@ function inner() {
     const variants = [
       { name: 'ours', file: join(OURS, 'bridge'), path: OURS, conf: conf('o'), env: {} },
       { name: 'ours, host-local exec', file: join(OURS, 'bridge'), path: OURS, conf: conf('x'), env: { CNI_TS_IPAM_EXEC: '1' } },
+      { name: 'standalone', file: join(STANDALONE, 'bridge'), path: STANDALONE, conf: conf('s'), env: {} },
       { name: 'go', file: join(GO, 'bridge'), path: GO, conf: conf('g'), env: {} },
     ];
     const times = Object.fromEntries([...variants.map((v) => [v.name, { add: [], del: [] }]), ['node -e 0', { add: [], del: [] }]]);
@@ -65,7 +68,14 @@ function inner() {
         if (i >= warmup) times['node -e 0'][slot].push(Number(process.hrtime.bigint() - t0) / 1e6);
       }
     }
-    out.push({ label: c.label, times });
+    const rss = {};
+    for (const v of variants) {
+      const env = { PATH: process.env.PATH, CNI_CONTAINERID: 'rss', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: v.path, ...v.env };
+      rss[v.name] = peakRssKiB([v.file], { env: { ...env, CNI_COMMAND: 'ADD' }, input: v.conf });
+      spawnSync(v.file, [], { env: { ...env, CNI_COMMAND: 'DEL' }, input: v.conf });
+    }
+    rss['node -e 0'] = peakRssKiB(['node', '-e', '0']);
+    out.push({ label: c.label, times, rss });
   }
   process.stdout.write(JSON.stringify(out));
 }
@@ -106,7 +116,7 @@ function outer() {
   }
 
   console.log(`bridge + host-local, one container ADD then DEL, ${iterations} interleaved iterations (medians)`);
-  for (const { label, times } of runs) {
+  for (const { label, times, rss } of runs) {
     const m = Object.fromEntries(
       Object.entries(times).map(([k, t]) => [k, { add: median(t.add), del: median(t.del), both: median(t.add.map((a, i) => a + t.del[i])) }]),
     );
@@ -119,14 +129,17 @@ function outer() {
       rows.push([k, fmt(v.add), fmt(v.del), fmt(both), ratio(both, go.both), ratio(both, k === 'node -e 0' ? node : 2 * node)]);
     }
     table(rows);
-    const o = m.ours;
     const net = (x) => x - node;
-    console.log(
-      `target (ours - one node start per call <= Go): ADD ${fmt(net(o.add))} vs ${fmt(go.add)} (${ratio(net(o.add), go.add)}), ` +
-        `DEL ${fmt(net(o.del))} vs ${fmt(go.del)} (${ratio(net(o.del), go.del)}), ` +
-        `ADD+DEL ${fmt(o.both - 2 * node)} vs ${fmt(go.both)} (${ratio(o.both - 2 * node, go.both)})`,
-    );
-    const x = m['ours, host-local exec'];
+    for (const who of ['ours', 'standalone']) {
+      const o = m[who];
+      console.log(
+        `target (${who} - one node start per call <= Go): ADD ${fmt(net(o.add))} vs ${fmt(go.add)} (${ratio(net(o.add), go.add)}), ` +
+          `DEL ${fmt(net(o.del))} vs ${fmt(go.del)} (${ratio(net(o.del), go.del)}), ` +
+          `ADD+DEL ${fmt(o.both - 2 * node)} vs ${fmt(go.both)} (${ratio(o.both - 2 * node, go.both)})`,
+      );
+    }
+    const [o, x] = [m.ours, m['ours, host-local exec']];
+    console.log(`peak RSS of one ADD: ${Object.entries(rss).map(([k, v]) => `${k} ${v ?? '?'} KiB`).join(', ')}`);
     console.log(`host-local in-process saves ${fmt(x.both - o.both)} per ADD+DEL (exec: ${fmt(x.both)}, in-process: ${fmt(o.both)})`);
   }
 }

@@ -1,5 +1,5 @@
-// host-local ADD+DEL: ours vs the Go reference vs `node -e 0`, side by side in
-// one run, at 0, 1,000 and 60,000 existing reservations in a /16.
+// host-local ADD+DEL: ours (script and standalone executable) vs the Go
+// reference vs `node -e 0`, side by side in one run, at 0, 1,000 and 60,000 existing reservations in a /16.
 // Each sample is one ADD followed by one DEL of a new container; the three
 // contenders are interleaved so drift on a shared machine hits them alike.
 import * as fs from 'node:fs';
@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { fmt, median, peakRssKiB, ratio, table, timed } from './lib.mjs';
 
 const OURS = resolve('bin/host-local');
+const STANDALONE = resolve('dist/bin/host-local');
 const GO = '/usr/lib/cni/host-local';
 const SIZES = (process.env.BENCH_SIZES ?? '0,1000,60000').split(',').map(Number);
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 21);
@@ -37,28 +38,37 @@ function addDel(bin, dataDir, id) {
 
 try {
   console.log(`host-local ADD+DEL (one ADD and one DEL, each a fresh process), medians of ${ITERATIONS}`);
-  const rows = [['reservations', 'ours', 'go', 'node -e 0', 'ours/go', '(ours-2*node)/go', 'ours first call']];
+  const rows = [['reservations', 'ours', 'standalone', 'go', 'node -e 0', 'ours/go', '(ours-2*node)/go', '(standalone-2*node)/go', 'ours first call']];
   for (const n of SIZES) {
     const oursDir = join(root, `ours-${n}`);
     const goDir = join(root, `go-${n}`);
+    const saDir = join(root, `sa-${n}`);
     populate(oursDir, n);
+    populate(saDir, n);
     populate(goDir, n);
     // The first call of ours after someone else wrote the directory rebuilds the index: shown apart.
     const first = addDel(OURS, oursDir, 'warm-ours');
     addDel(GO, goDir, 'warm-go');
-    const samples = { ours: [], go: [], floor: [] };
+    addDel(STANDALONE, saDir, 'warm-sa');
+    const samples = { ours: [], sa: [], go: [], floor: [] };
     for (let i = 0; i < ITERATIONS; i++) {
       samples.floor.push(timed(['node', '-e', '0']));
       samples.ours.push(addDel(OURS, oursDir, `b${i}`));
+      samples.sa.push(addDel(STANDALONE, saDir, `b${i}`));
       samples.go.push(addDel(GO, goDir, `b${i}`));
     }
-    const [o, g, f] = [median(samples.ours), median(samples.go), median(samples.floor)];
-    rows.push([String(n), fmt(o), fmt(g), fmt(f), ratio(o, g), ratio(o - 2 * f, g), fmt(first)]);
+    const [o, s, g, f] = [median(samples.ours), median(samples.sa), median(samples.go), median(samples.floor)];
+    rows.push([String(n), fmt(o), fmt(s), fmt(g), fmt(f), ratio(o, g), ratio(o - 2 * f, g), ratio(s - 2 * f, g), fmt(first)]);
   }
   table(rows);
   const dataDir = join(root, 'rss');
-  const rss = [peakRssKiB([OURS], { env: env('ADD', 'rss'), input: conf(dataDir) }), peakRssKiB([GO], { env: env('ADD', 'rss2'), input: conf(dataDir) }), peakRssKiB(['node', '-e', '0'])];
-  if (rss.every((v) => v !== undefined)) console.log(`peak RSS of one ADD: ours ${rss[0]} KiB, go ${rss[1]} KiB, node -e 0 ${rss[2]} KiB`);
+  const rss = [
+    ['ours', peakRssKiB([OURS], { env: env('ADD', 'rss'), input: conf(dataDir) })],
+    ['standalone', peakRssKiB([STANDALONE], { env: env('ADD', 'rss-sa'), input: conf(dataDir) })],
+    ['go', peakRssKiB([GO], { env: env('ADD', 'rss-go'), input: conf(dataDir) })],
+    ['node -e 0', peakRssKiB(['node', '-e', '0'])],
+  ];
+  if (rss.every(([, v]) => v !== undefined)) console.log(`peak RSS of one ADD: ${rss.map(([k, v]) => `${k} ${v} KiB`).join(', ')}`);
   else console.log('peak RSS: /usr/bin/time not installed (apt-get install time)');
 } finally {
   fs.rmSync(root, { recursive: true, force: true });

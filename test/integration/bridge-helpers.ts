@@ -3,7 +3,7 @@
 // veths and firewall rules never touch the machine's own namespace; the
 // containers are further namespaces. `Lab.close()` removes all of it.
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OUR_BIN, GO_BIN, ROOT, runProcess, sh, type PluginRun } from './helpers';
@@ -173,12 +173,3 @@ export function runIn(hostPath: string, file: string, env: Record<string, string
 /** Global addresses (CIDR) of a link. */
 export const globalAddrs = (l: IpLinkJson | undefined) =>
   (l?.addr_info ?? []).filter((a) => a.scope === 'global').map((a) => `${a.local}/${a.prefixlen}`);
-
-/** The shared tools directory: CI clones the repo with shared/ beside it. */
-export function sharedDir(): string {
-  const p = join(ROOT, '..', 'shared');
-  if (!existsSync(join(p, 'tools', 'cnidrive', 'build.sh'))) {
-    throw new Error(`shared tools not found at ${p} (the repository must be checked out with shared/ beside it)`);
-  }
-  return p;
-}

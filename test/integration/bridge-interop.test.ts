@@ -1,28 +1,24 @@
-// The bridge plugin with the real world around it: a libcni runtime (cnidrive,
-// built from ../shared) driving a conflist of our bridge, Debian's tuning and
-// portmap; our bridge beside the Go reference bridge on the same config; our
-// in-process host-local against exec'ing it; our bridge with Go's host-local.
+// The bridge plugin with the real world around it: a libcni runtime (the
+// project's test/libcni-driver, run as cnitool is) driving a conflist of our
+// bridge, Debian's tuning and portmap, with the script executables and with
+// the standalone ones on a host view without Node.js; our bridge beside the
+// Go reference bridge on the same config; our in-process host-local against
+// exec'ing it; our bridge with Go's host-local.
 // Subnets 10.77.40-59.0/24 and fd77:40-59::/64.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GO_BIN, GO_BRIDGE, Lab, OUR_BIN, globalAddrs, runIn, sharedDir, type IpLinkJson } from './bridge-helpers';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { GO_BIN, GO_BRIDGE, Lab, OUR_BIN, globalAddrs, runIn, type IpLinkJson } from './bridge-helpers';
+import { STANDALONE_BIN, withoutNode } from './no-node';
 
 let lab: Lab;
-let cnidrive: string;
 let chainPath: string;
 
 beforeAll(() => {
   lab = new Lab('bri');
-  cnidrive = join(lab.dir, 'cnidrive');
-  // Debian's Go and libcni (a few seconds); the build cache goes with the lab's temp dir.
-  execFileSync('bash', [join(sharedDir(), 'tools', 'cnidrive', 'build.sh'), cnidrive], {
-    stdio: 'pipe',
-    env: { ...process.env, GOCACHE: join(lab.dir, 'gocache') },
-  });
   chainPath = pathWithoutIp6tables();
-}, 300_000);
+});
 
 afterAll(() => lab?.close());
 
@@ -43,10 +39,24 @@ function pathWithoutIp6tables(): string {
   return dir;
 }
 
-function drive(cmd: 'add' | 'check' | 'del', confFile: string, ns: string, id: string, capArgs?: unknown) {
+interface Form {
+  form: string;
+  bin: string;
+  /** Runs the runtime where Node.js cannot run. */
+  noNode: boolean;
+}
+const FORMS: Form[] = [
+  { form: 'scripts', bin: OUR_BIN, noNode: false },
+  { form: 'standalone executables, no Node.js on the host', bin: STANDALONE_BIN, noNode: true },
+];
+
+/** `libcni-driver cmd NETWORK NETNS ID` in the lab's host namespace, run as cnitool is: NETCONFPATH, CNI_PATH, CAP_ARGS. */
+function drive(f: Form, cmd: 'add' | 'check' | 'del', netconfPath: string, ns: string, id: string, capArgs?: unknown) {
+  const run = ['nsenter', `--net=${lab.hostPath}`, '--', inject('libcniDriver'), cmd, 'chain', lab.path(ns), id];
+  const argv = f.noNode ? withoutNode(run) : run;
   try {
-    const out = execFileSync('nsenter', [`--net=${lab.hostPath}`, '--', cnidrive, cmd, confFile, lab.path(ns), id, 'eth0'], {
-      env: { PATH: chainPath, CNI_PATH: `${OUR_BIN}:${GO_BIN}`, ...(capArgs ? { CAP_ARGS: JSON.stringify(capArgs) } : {}) },
+    const out = execFileSync(argv[0], argv.slice(1), {
+      env: { PATH: chainPath, NETCONFPATH: netconfPath, CNI_PATH: `${f.bin}:${GO_BIN}`, ...(capArgs ? { CAP_ARGS: JSON.stringify(capArgs) } : {}) },
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -57,10 +67,12 @@ function drive(cmd: 'add' | 'check' | 'del', confFile: string, ns: string, id: s
   }
 }
 
-describe('libcni (cnidrive): bridge -> tuning -> portmap', () => {
+describe.each(FORMS)('libcni: bridge -> tuning -> portmap ($form)', (f) => {
   it('ADD, CHECK with the cached prevResult, DEL', async () => {
-    const conflist = lab.file(
-      'chain.conflist',
+    const netconfPath = join(lab.dir, `net.d-${f.bin === OUR_BIN ? 'scripts' : 'standalone'}`);
+    mkdirSync(netconfPath);
+    writeFileSync(
+      join(netconfPath, '10-chain.conflist'),
       JSON.stringify({
         cniVersion: '1.0.0',
         name: 'chain',
@@ -80,8 +92,9 @@ describe('libcni (cnidrive): bridge -> tuning -> portmap', () => {
       }),
     );
     const c = lab.netns('chain');
+    const id = f.noNode ? 'chain-sa' : 'chain-js';
     const ports = { portMappings: [{ hostPort: 18040, containerPort: 80, protocol: 'tcp' }] };
-    const added = drive('add', conflist, c, 'chain1', ports);
+    const added = drive(f, 'add', netconfPath, c, id, ports);
     expect(added.code, added.out).toBe(0);
     const result = JSON.parse(added.out);
     expect(result.interfaces[0].name).toBe('bri0');
@@ -95,22 +108,23 @@ describe('libcni (cnidrive): bridge -> tuning -> portmap', () => {
     expect(nat).toContain('cni-ts:');
     expect(lab.ping(c, '10.77.40.1')).toBe(true);
 
-    const checked = drive('check', conflist, c, 'chain1', ports);
+    const checked = drive(f, 'check', netconfPath, c, id, ports);
     expect(checked.code, checked.out).toBe(0);
 
     // Drift is caught through libcni too.
     lab.in(c, ['ip', 'addr', 'del', result.ips[0].address, 'dev', 'eth0']);
-    const drifted = drive('check', conflist, c, 'chain1', ports);
+    const drifted = drive(f, 'check', netconfPath, c, id, ports);
     expect(drifted.code).not.toBe(0);
     expect(drifted.out).toContain(`address ${result.ips[0].address} from prevResult is missing on eth0`);
 
-    const deleted = drive('del', conflist, c, 'chain1', ports);
+    const deleted = drive(f, 'del', netconfPath, c, id, ports);
     expect(deleted.code, deleted.out).toBe(0);
     const after = lab.in(lab.host, ['iptables-save', '-t', 'nat']);
     expect(after).not.toContain('18040');
     expect(after).not.toContain('cni-ts:');
     expect(lab.links(lab.host).filter((l) => l.master === 'bri0')).toEqual([]);
-    expect(drive('del', conflist, c, 'chain1', ports).code).toBe(0);
+    expect(drive(f, 'del', netconfPath, c, id, ports).code).toBe(0);
+    lab.delNetns(c);
   });
 });
 

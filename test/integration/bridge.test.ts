@@ -253,7 +253,7 @@ describe('port features', () => {
 /**
  * Whether this kernel can filter VLANs on a bridge (CONFIG_BRIDGE_VLAN_FILTERING),
  * probed at collection time in a scratch namespace so that exactly one of the
- * two VLAN tests below runs and the other shows as skipped in the report.
+ * VLAN tests below checks, and the VLAN gateway test runs only where it applies.
  */
 function vlanFilteringSupported(): boolean {
   const ns = 'brt-vlprobe';
@@ -276,21 +276,24 @@ const VLAN_FILTERING = vlanFilteringSupported();
 describe('VLAN', () => {
   const c10 = () => conf('netvlan', 'brtvlan', { vlan: 10, isGateway: false, isDefaultGateway: false }, [v4(13)]);
 
-  it.runIf(VLAN_FILTERING)('the same VLAN talks, another VLAN does not', async () => {
-    const c20 = { ...c10(), vlan: 20 };
-    const [a, b, x] = [lab.netns('vla'), lab.netns('vlb'), lab.netns('vlx')];
-    await add(c10(), a, 'a');
-    const rb = await add(c10(), b, 'b');
-    const rx = await add(c20, x, 'x');
-    const port = lab.link(lab.host, rb.interfaces[1].name)!;
-    expect(port.master).toBe('brtvlan');
-    expect(lab.in(lab.host, ['bridge', 'vlan', 'show', 'dev', rb.interfaces[1].name])).toMatch(/10 PVID Egress Untagged/);
-    expect(lab.ping(a, addrOf(rb))).toBe(true);
-    expect(lab.ping(a, addrOf(rx), 2)).toBe(false);
-    for (const [ns, id, cc] of [[a, 'a', c10()], [b, 'b', c10()], [x, 'x', c20]] as const) await del(cc, ns, id);
-  });
-
-  it.runIf(!VLAN_FILTERING)('without kernel VLAN filtering: a clean error naming CONFIG_BRIDGE_VLAN_FILTERING, nothing left', async () => {
+  // One test, whichever this kernel can do: VLAN isolation where the bridge filters VLANs,
+  // otherwise a clean error and nothing left (this kernel's case is printed).
+  it('VLANs: the same VLAN talks and another does not, or without kernel VLAN filtering a clean error naming CONFIG_BRIDGE_VLAN_FILTERING and nothing left', async () => {
+    process.stderr.write(`bridge VLAN test: this kernel ${VLAN_FILTERING ? 'filters VLANs: isolation checked' : 'lacks CONFIG_BRIDGE_VLAN_FILTERING: the error path checked'}\n`);
+    if (VLAN_FILTERING) {
+      const c20 = { ...c10(), vlan: 20 };
+      const [a, b, x] = [lab.netns('vla'), lab.netns('vlb'), lab.netns('vlx')];
+      await add(c10(), a, 'a');
+      const rb = await add(c10(), b, 'b');
+      const rx = await add(c20, x, 'x');
+      const port = lab.link(lab.host, rb.interfaces[1].name)!;
+      expect(port.master).toBe('brtvlan');
+      expect(lab.in(lab.host, ['bridge', 'vlan', 'show', 'dev', rb.interfaces[1].name])).toMatch(/10 PVID Egress Untagged/);
+      expect(lab.ping(a, addrOf(rb))).toBe(true);
+      expect(lab.ping(a, addrOf(rx), 2)).toBe(false);
+      for (const [ns, id, cc] of [[a, 'a', c10()], [b, 'b', c10()], [x, 'x', c20]] as const) await del(cc, ns, id);
+      return;
+    }
     const a = lab.netns('vla');
     const r = await lab.cni({ command: 'ADD', conf: c10(), netns: lab.path(a), id: 'a' });
     expect(r.code).toBe(1);

@@ -1,39 +1,90 @@
-// Integration tests need root, the built bundles and the reference tools.
-// A missing prerequisite fails the run loudly: nothing is skipped in silence.
-import { accessSync, constants } from 'node:fs';
+// Integration tests need root, the built executables (scripts and standalone)
+// and the reference tools. Everything is checked here, before any test runs,
+// and a missing prerequisite fails the run naming it: nothing is skipped in
+// silence. Also builds the project's own libcni driver (test/libcni-driver)
+// once for the run; tests find it with inject('libcniDriver').
+import { accessSync, constants, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { TestProject } from 'vitest/node';
 
-const REQUIRED_FILES = [
-  'bin/host-local',
-  '/usr/lib/cni/host-local', // Debian's containernetworking-plugins: the Go reference
-  'bin/vxlan-flannel',
-  '/usr/bin/etcd', // Debian's etcd-server: the flannel lease store
-  '/usr/bin/etcdctl', // Debian's etcd-client: leases written by hand, as flanneld writes them
-  'bin/bridge',
-  '/usr/lib/cni/bridge', // the Go reference bridge: side-by-side comparison
-  '/usr/lib/cni/tuning', // chained after our bridge through libcni (cnidrive)
-  '/usr/lib/cni/portmap',
-  '/usr/lib/cni/loopback', // containerd's CRI adds a loopback network to every pod
-  '/bin/busybox', // Debian's busybox-static: the private containerd's pause image
+const ROOT = resolve(__dirname, '../..');
+const LIBCNI = '/usr/share/gocode/src/github.com/containernetworking/cni/libcni';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The libcni driver built for this run (test/libcni-driver). */
+    libcniDriver: string;
+  }
+}
+
+/** What must be there, and where it comes from. */
+const REQUIRED_FILES: [string, string][] = [
+  ...['host-local', 'bridge', 'vxlan-flannel', 'flannel'].flatMap((p): [string, string][] => [
+    [join(ROOT, 'bin', p), 'run `make build`'],
+    [join(ROOT, 'dist/bin', p), 'run `make standalone`'],
+  ]),
+  // loopback: containerd's CRI adds a loopback network to every pod
+  ...['host-local', 'bridge', 'tuning', 'portmap', 'loopback'].map((p): [string, string] => [`/usr/lib/cni/${p}`, 'apt-get install containernetworking-plugins']),
+  ['/usr/bin/etcd', 'apt-get install etcd-server'],
+  ['/usr/bin/etcdctl', 'apt-get install etcd-client'],
+  ['/bin/busybox', 'apt-get install busybox-static'], // the private containerd's pause image
 ];
-const REQUIRED_COMMANDS = ['ip', 'nsenter', 'bridge', 'ping', 'sysctl', 'unshare', 'iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore', 'nft', 'go', 'containerd', 'ctr', 'runc', 'tar', 'kubectl'];
+const REQUIRED_COMMANDS: [string, string][] = [
+  ...['ip', 'bridge'].map((c): [string, string] => [c, 'apt-get install iproute2']),
+  ...['nsenter', 'unshare', 'mount'].map((c): [string, string] => [c, 'apt-get install util-linux']),
+  ['sysctl', 'apt-get install procps'],
+  ['ping', 'apt-get install iputils-ping'],
+  ...['iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore'].map((c): [string, string] => [c, 'apt-get install iptables']),
+  ['nft', 'apt-get install nftables'],
+  ['go', 'apt-get install golang-go'],
+  ['dpkg-deb', 'apt-get install dpkg'],
+  ['systemd-analyze', 'apt-get install systemd'],
+  ...['containerd', 'ctr'].map((c): [string, string] => [c, 'apt-get install containerd']),
+  ['runc', 'apt-get install runc'],
+  ['tar', 'apt-get install tar'],
+  ['openssl', 'apt-get install openssl'], // the stand-in API server's test CA
+  ['kubectl', 'apt-get install kubernetes-client (unless another kubectl is installed)'],
+];
 
-export default function setup(): void {
+function missing(): string[] {
   const problems: string[] = [];
   if (process.getuid?.() !== 0) problems.push('integration tests must run as root (network namespaces, /var/lib/cni)');
-  for (const f of REQUIRED_FILES) {
+  for (const [file, fix] of REQUIRED_FILES) {
     try {
-      accessSync(f, constants.X_OK);
+      accessSync(file, constants.X_OK);
     } catch {
-      problems.push(`missing executable ${f} (run \`make build\`; install containernetworking-plugins)`);
+      problems.push(`missing executable ${file} (${fix})`);
     }
   }
-  for (const c of REQUIRED_COMMANDS) {
+  for (const [command, fix] of REQUIRED_COMMANDS) {
     try {
-      execFileSync('sh', ['-c', 'command -v "$1"', 'sh', c], { stdio: 'ignore' });
+      execFileSync('sh', ['-c', 'command -v "$1"', 'sh', command], { stdio: 'ignore' });
     } catch {
-      problems.push(`missing command ${c}`);
+      problems.push(`missing command ${command} (${fix})`);
     }
   }
+  if (!existsSync(LIBCNI)) problems.push(`missing ${LIBCNI} (apt-get install golang-github-appc-cni-dev)`);
+  return problems;
+}
+
+export default function setup(project: TestProject): () => void {
+  const problems = missing();
   if (problems.length) throw new Error(`integration prerequisites missing:\n  ${problems.join('\n  ')}`);
+  const dir = mkdtempSync(join(tmpdir(), 'libcni-driver-'));
+  const driver = join(dir, 'libcni-driver');
+  try {
+    // Debian's Go and libcni, no modules, no network; a few seconds with a fresh build cache.
+    execFileSync('go', ['build', '-o', driver, '.'], {
+      cwd: join(ROOT, 'test/libcni-driver'),
+      env: { ...process.env, GO111MODULE: 'off', GOPATH: '/usr/share/gocode', GOCACHE: join(dir, 'gocache'), GOFLAGS: '' },
+      stdio: 'pipe',
+    });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`building test/libcni-driver failed: ${(err as { stderr?: Buffer }).stderr?.toString() ?? err}`);
+  }
+  project.provide('libcniDriver', driver);
+  return () => rmSync(dir, { recursive: true, force: true });
 }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { checkKnownArgs, parseCniArgs } from '../../src/cni/args';
 import { readInvocation } from '../../src/cni/env';
 import { CniError } from '../../src/cni/errors';
@@ -113,8 +113,15 @@ describe('dispatch (skel.handle)', () => {
 
   it('unexpected errors become code 999 with the cause in details', async () => {
     const broken = { ...plugin, del: async () => { throw new TypeError('boom'); } };
-    const out = await handle(broken, { ...env, CNI_COMMAND: 'DEL' }, () => conf('1.0.0'));
-    const err = JSON.parse(out.stdout);
-    expect(err).toEqual({ cniVersion: '1.0.0', code: 999, msg: 'boom', details: 'TypeError: boom' });
+    // The stack goes to stderr (captured here: this error is provoked on purpose), never to stdout.
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      const out = await handle(broken, { ...env, CNI_COMMAND: 'DEL' }, () => conf('1.0.0'));
+      const err = JSON.parse(out.stdout);
+      expect(err).toEqual({ cniVersion: '1.0.0', code: 999, msg: 'boom', details: 'TypeError: boom' });
+      expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toMatch(/^fake: boom \(TypeError: boom\)\nTypeError: boom\n\s+at /);
+    } finally {
+      stderr.mockRestore();
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,9 +46,16 @@ describe('delegate', () => {
   });
 
   it('turns a crash without an error object into code 999 with what it said', async () => {
-    const err = await error(delegate({ command: 'ADD', type: 'crashes', conf, path: [dir] }));
-    expect(err.code).toBe(999);
-    expect(err.details).toMatch(/panic: oops/);
+    // The delegate's stderr is passed on to ours (captured here: the crash is provoked on purpose).
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      const err = await error(delegate({ command: 'ADD', type: 'crashes', conf, path: [dir] }));
+      expect(err.code).toBe(999);
+      expect(err.details).toMatch(/panic: oops/);
+      expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toBe('panic: oops\n');
+    } finally {
+      stderr.mockRestore();
+    }
   });
 
   it.each([

@@ -92,13 +92,15 @@ describe('vxlan-flannel operator commands (file store)', () => {
     expect(j.bad.map((b) => b.key)).toEqual(['10.88.9.0-24']);
   });
 
-  it('release removes the lease holding either subnet of a dual-stack lease; an unknown subnet is no error; a bad one is', async () => {
+  it('release removes the lease holding either subnet of a dual-stack lease; an unknown or malformed subnet is an error', async () => {
     const store = new FileStore(dir);
     await store.create({ subnet: Prefix.parse('10.88.2.0/24')!, ipv6Subnet: Prefix.parse('fd88:0:0:2::/64')! }, attrs(2, true), 600);
     await store.create({ subnet: Prefix.parse('10.88.4.0/24')! }, attrs(4), 600);
     expect(await cli('release', 'fd88:0:0:2::/64')).toBe(0);
     expect(readdirSync(join(dir, 'subnets'))).toEqual(['10.88.4.0-24']);
-    expect(await cli('release', '10.88.77.0/24')).toBe(0);
+    expect(await cli('release', '10.88.77.0/24')).toBe(1);
+    expect(err).toBe(`vxlan-flannel: no lease holds 10.88.77.0/24 in file store ${dir} (see \`vxlan-flannel leases\`)\n`);
+    expect(readdirSync(join(dir, 'subnets'))).toEqual(['10.88.4.0-24']);
     expect(await cli('release', '10.88.4.1/24')).toBe(1);
     expect(err).toBe('vxlan-flannel: "10.88.4.1/24" is not a subnet like 10.244.3.0/24 or fd00:10:244:3::/64\n');
     expect(await cli('release', '10.88.4.0/24')).toBe(0);
@@ -109,5 +111,12 @@ describe('vxlan-flannel operator commands (file store)', () => {
     await cli('network', 'set', '--network', '10.88.0.0/16');
     expect(await cli('status', '--subnet-file', join(dir, 'subnet.env'), '--json')).toBe(1);
     expect(JSON.parse(out)).toMatchObject({ store: `file store ${dir}`, problems: [`${join(dir, 'subnet.env')} does not exist: this node holds no lease`] });
+  });
+
+  it('release of an unreadable entry under exactly that subnet removes it', async () => {
+    await cli('network', 'set', '--network', '10.88.0.0/16');
+    writeFileSync(join(dir, 'subnets', '10.88.9.0-24'), 'not json');
+    expect(await cli('release', '10.88.9.0/24')).toBe(0);
+    expect(readdirSync(join(dir, 'subnets'))).toEqual([]);
   });
 });

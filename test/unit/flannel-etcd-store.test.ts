@@ -15,7 +15,7 @@ vi.mock('../../src/flannel/etcd-client', () => ({
   loadEtcd3: async () => lib.fake ?? (await import('etcd3')),
 }));
 
-import { EtcdStore } from '../../src/flannel/etcd-store';
+import { EtcdStore, grpcReason } from '../../src/flannel/etcd-store';
 import { StoreUnavailable } from '../../src/flannel/manager';
 import { encodeAttrs } from '../../src/flannel/lease';
 import { IP, Prefix } from '../../src/net/ip';
@@ -218,5 +218,15 @@ describe('etcd store: TLS', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('grpcReason', () => {
+  it('keeps the cause of a grpc-js error and drops its code and resolution note', () => {
+    expect(
+      grpcReason('14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: '),
+    ).toBe('connect ECONNREFUSED 127.0.0.1:1');
+    expect(grpcReason('4 DEADLINE_EXCEEDED: Deadline exceeded after 5.001s')).toBe('Deadline exceeded after 5.001s');
+    expect(grpcReason('no answer within 5 s')).toBe('no answer within 5 s');
   });
 });

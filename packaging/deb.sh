@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the Debian package from dist/bin (make standalone) with dpkg-deb: no
+# network, no debhelper. Usage: packaging/deb.sh VERSION ARCH OUT.deb
+set -euo pipefail
+version=$1 arch=$2 out=$3
+cd "$(dirname "$0")/.."
+plugins=(host-local bridge vxlan-flannel flannel)
+for p in "${plugins[@]}"; do
+  [ -x "dist/bin/$p" ] || { echo "deb: dist/bin/$p missing (run make standalone)" >&2; exit 1; }
+done
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
+umask 022
+bin=$stage/opt/cni/bin doc=$stage/usr/share/doc/cni-ts
+install -d "$bin" "$doc/examples" "$stage/lib/systemd/system" "$stage/etc/default" "$stage/DEBIAN"
+# One file under every name (hard links, stored once in the package).
+cp "dist/bin/${plugins[0]}" "$bin/${plugins[0]}"
+chmod 0755 "$bin/${plugins[0]}"
+for p in "${plugins[@]:1}"; do ln "$bin/${plugins[0]}" "$bin/$p"; done
+install -m 0644 packaging/vxlan-flannel.service "$stage/lib/systemd/system/"
+install -m 0644 packaging/vxlan-flannel.default "$stage/etc/default/vxlan-flannel"
+install -m 0644 conf/* "$doc/examples/"
+install -m 0644 README.md docs/bridge.md docs/vxlan-flannel.md "$doc/"
+printf 'cni-ts\n\nLicense: Apache-2.0\n On Debian systems the full text is in /usr/share/common-licenses/Apache-2.0.\n' >"$doc/copyright"
+
+size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" packaging/debian/control >"$stage/DEBIAN/control"
+install -m 0644 packaging/debian/conffiles "$stage/DEBIAN/"
+install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm "$stage/DEBIAN/"
+
+mkdir -p "$(dirname "$out")"
+dpkg-deb --root-owner-group --build "$stage" "$out" >/dev/null
+echo "wrote $out"

@@ -1,0 +1,110 @@
+// The Debian package (make deb -> packaging/deb.sh): contents, control file,
+// a dpkg install into a throwaway root (never onto this machine) and the
+// systemd unit through `systemd-analyze verify`.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, sh, tempDir } from './helpers';
+
+const PLUGINS = ['host-local', 'bridge', 'vxlan-flannel', 'flannel'];
+const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
+let tmp: ReturnType<typeof tempDir>;
+let deb: string;
+
+beforeAll(() => {
+  tmp = tempDir('deb');
+  deb = join(tmp.path, `cni-ts_${version}_amd64.deb`);
+  execFileSync('bash', [join(ROOT, 'packaging/deb.sh'), version, 'amd64', deb], { cwd: ROOT, stdio: 'pipe' });
+}, 300_000);
+afterAll(() => tmp?.remove());
+
+/** dpkg into a root of its own: its own database, maintainer scripts told DPKG_ROOT (no chroot). */
+function dpkg(root: string, ...args: string[]): string {
+  return sh(['dpkg', `--root=${root}`, '--force-depends', '--force-script-chrootless', ...args]);
+}
+
+describe('make install, install-standalone and uninstall', () => {
+  // -o: use the executables this run already built (make test built them).
+  const make = (...args: string[]) => sh(['make', '-s', '-C', ROOT, '-o', 'build', '-o', 'standalone', ...args]);
+
+  it('install the four plugins under DESTDIR/CNI_BIN_DIR; uninstall removes them and nothing else', () => {
+    const dest = join(tmp.path, 'dest');
+    const binDir = join(dest, 'opt/cni/bin');
+    mkdirSync(binDir, { recursive: true });
+    writeFileSync(join(binDir, 'portmap'), 'another plugin');
+    make('install-standalone', `DESTDIR=${dest}`);
+    expect(new Set(PLUGINS.map((p) => statSync(join(binDir, p)).ino)).size).toBe(1); // one file, hard-linked
+    expect(sh([join(binDir, 'flannel'), '--version']).trim()).toBe(version);
+    make('uninstall', `DESTDIR=${dest}`);
+    for (const p of PLUGINS) expect(existsSync(join(binDir, p)), p).toBe(false);
+    expect(readFileSync(join(binDir, 'portmap'), 'utf8')).toBe('another plugin');
+
+    make('install', `DESTDIR=${dest}`, 'CNI_BIN_DIR=/usr/libexec/cni');
+    for (const p of PLUGINS) expect(readFileSync(join(dest, 'usr/libexec/cni', p), 'utf8').startsWith('#!/usr/bin/env node\n'), p).toBe(true);
+    make('uninstall', `DESTDIR=${dest}`, 'CNI_BIN_DIR=/usr/libexec/cni');
+    for (const p of PLUGINS) expect(existsSync(join(dest, 'usr/libexec/cni', p)), p).toBe(false);
+  });
+});
+
+describe('the .deb', () => {
+  it('holds the four plugins as one executable, the unit, its defaults and the sample configs', () => {
+    const listing = sh(['dpkg-deb', '-c', deb]);
+    const entries = listing.split('\n').filter(Boolean).map((l) => l.split(/\s+/).slice(5).join(' '));
+    for (const p of PLUGINS) expect(entries.some((e) => e.startsWith(`./opt/cni/bin/${p}`)), p).toBe(true);
+    expect(entries.filter((e) => e.includes(' link to ./opt/cni/bin/'))).toHaveLength(3); // stored once
+    expect(entries).toContain('./lib/systemd/system/vxlan-flannel.service');
+    expect(entries).toContain('./etc/default/vxlan-flannel');
+    for (const f of ['10-bridge.conflist', '10-flannel.conflist', 'flannel-network.json']) {
+      expect(entries).toContain(`./usr/share/doc/cni-ts/examples/${f}`);
+    }
+    expect(listing.split('\n')[0]).toMatch(/^drwxr-xr-x root\/root .* \.\/$/); // dpkg would make / 0700
+  });
+
+  it('depends on what the plugins run', () => {
+    const depends = sh(['dpkg-deb', '-f', deb, 'Depends']).trim();
+    for (const d of ['iproute2', 'util-linux', 'procps', 'iptables | nftables']) expect(depends).toContain(d);
+    expect(sh(['dpkg-deb', '-f', deb, 'Package', 'Version', 'Architecture'])).toBe(`Package: cni-ts\nVersion: ${version}\nArchitecture: amd64\n`);
+    expect(sh(['dpkg-deb', '-I', deb, 'conffiles']).trim()).toBe('/etc/default/vxlan-flannel');
+  });
+
+  it('installs into a throwaway root, runs from there, and purges cleanly', () => {
+    const root = join(tmp.path, 'root');
+    mkdirSync(join(root, 'var/lib/dpkg/updates'), { recursive: true });
+    mkdirSync(join(root, 'var/lib/dpkg/info'));
+    writeFileSync(join(root, 'var/lib/dpkg/status'), '');
+    dpkg(root, '-i', deb);
+    const bin = join(root, 'opt/cni/bin');
+    const inodes = new Set(PLUGINS.map((p) => statSync(join(bin, p)).ino));
+    expect(inodes.size).toBe(1);
+    expect(statSync(join(bin, 'bridge')).mode & 0o777).toBe(0o755);
+    for (const p of PLUGINS) expect(sh([join(bin, p), '--version']).trim(), p).toBe(version);
+    expect(sh(['dpkg', `--root=${root}`, '-s', 'cni-ts'])).toContain('Status: install ok installed');
+
+    mkdirSync(join(root, 'var/cache/cni-ts'), { recursive: true, mode: 0o700 }); // as a plugin call leaves it
+    dpkg(root, '--purge', 'cni-ts');
+    for (const p of PLUGINS) expect(existsSync(join(bin, p)), p).toBe(false);
+    expect(existsSync(join(root, 'etc/default/vxlan-flannel'))).toBe(false);
+    expect(existsSync(join(root, 'lib/systemd/system/vxlan-flannel.service'))).toBe(false);
+    expect(existsSync(join(root, 'var/cache/cni-ts'))).toBe(false);
+  });
+
+  it('has a unit systemd-analyze verify accepts, with its flags from /etc/default and restarts on failure', () => {
+    const root = join(tmp.path, 'extract');
+    sh(['dpkg-deb', '-x', deb, root]);
+    const unit = join(root, 'lib/systemd/system/vxlan-flannel.service');
+    const text = readFileSync(unit, 'utf8');
+    expect(text).toMatch(/^After=network-online\.target$/m);
+    expect(text).toMatch(/^Wants=network-online\.target$/m);
+    expect(text).toMatch(/^EnvironmentFile=-\/etc\/default\/vxlan-flannel$/m);
+    expect(text).toMatch(/^ExecStart=\/opt\/cni\/bin\/vxlan-flannel daemon \$VXLAN_FLANNEL_OPTS$/m);
+    expect(text).toMatch(/^Restart=on-failure$/m);
+    expect(readFileSync(join(root, 'etc/default/vxlan-flannel'), 'utf8')).toMatch(/^VXLAN_FLANNEL_OPTS=""$/m);
+    // verify checks that ExecStart exists: the package's /opt is mounted over /opt in a private mount namespace.
+    expect(existsSync('/opt'), '/opt must exist to mount the package over it').toBe(true);
+    const out = execFileSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$1/opt" /opt && systemd-analyze verify "$2" 2>&1', 'sh', root, unit], {
+      encoding: 'utf8',
+    });
+    expect(out).toBe('');
+  });
+});
