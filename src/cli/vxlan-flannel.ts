@@ -2,7 +2,8 @@
 // Parses flags and prints; the work is in src/flannel.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './common';
-import { Prefix } from '../net/ip';
+import { boolOption, collect, optionsFromEnv } from './flanneld-flags';
+import { IP, Prefix } from '../net/ip';
 import { formatLeases, leaseRows, releaseSubnet } from '../flannel/leases';
 import { NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
 import { withStore } from '../flannel/open-store';
@@ -26,6 +27,33 @@ function intArg(name: string, min: number, max: number) {
     if (!/^\d+$/.test(value) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
     return n;
   };
+}
+
+function ipArg(name: string) {
+  return (value: string): string => {
+    if (!IP.parse(value)) throw new InvalidArgumentError(`${name} must be an IPv4 or IPv6 address`);
+    return value;
+  };
+}
+
+/** The daemon's flags as commander hands them over. */
+interface DaemonFlags extends StoreFlags {
+  iface?: string[];
+  ifaceRegex?: string[];
+  ifaceCanReach?: string;
+  publicIp?: string;
+  publicIpv6?: string;
+  subnetFile: string;
+  subnetLeaseRenewMargin: number;
+  ipMasq: boolean;
+  ipMasqFullyRandomDisable: boolean;
+  iptablesResync: number;
+  iptablesForwardRules: boolean;
+  healthzIp: string;
+  healthzPort: number;
+  leaseTtl: number;
+  reconcileInterval: number;
+  releaseOnExit: boolean;
 }
 
 function storeFlags(cmd: Command): Command {
@@ -58,30 +86,52 @@ export async function main(argv: string[]): Promise<void> {
     'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
   );
 
-  storeFlags(
+  const daemon = storeFlags(
     program
       .command('daemon')
-      .description('hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM')
-      .option('--iface <dev>', 'underlay interface (default: the default route\'s)')
+      .description(
+        'hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM. ' +
+          'As flanneld, every flag can also be given as FLANNELD_<FLAG> (FLANNELD_IFACE=eth0, FLANNELD_IP_MASQ=true); the command line wins',
+      )
+      .option('--iface <name-or-ip>', 'underlay interface, by name or by an address it holds; repeat to try several in order, the first match wins (default: the default route\'s)', collect)
+      .option('--iface-regex <regex>', 'underlay interface whose address, else name, matches; repeatable, tried after --iface', collect)
+      .option('--iface-can-reach <ip>', 'underlay interface: the one the route to this address leaves by (`ip route get`), tried last', ipArg('--iface-can-reach'))
       .option('--public-ip <ip>', 'address peers reach this node at (default: the interface\'s first IPv4)')
       .option('--public-ipv6 <ip>', 'IPv6 address peers reach this node at, for an IPv6 or dual-stack overlay (default: the interface\'s first global IPv6)')
       .option('--subnet-file <path>', 'where to write subnet.env', DEFAULT_SUBNET_FILE)
-      .option('--ip-masq', 'write FLANNEL_IPMASQ=true (something else masquerades pod traffic; the CNI delegate then does not)', false)
+      .option('--subnet-lease-renew-margin <minutes>', 'renew the lease this long before it expires (at most half its TTL)', intArg('--subnet-lease-renew-margin', 1, 1439), 60)
+      .addOption(boolOption('--ip-masq', 'masquerade what pods send outside the cluster network (flanneld\'s rules) and write FLANNEL_IPMASQ=true, so the CNI delegate does not', false))
+      .addOption(boolOption('--ip-masq-fully-random-disable', 'masquerade without --random-fully', false))
+      .option('--iptables-resync <seconds>', 'how often the firewall rules are checked and put back', intArg('--iptables-resync', 1, 3600), 5)
+      .addOption(boolOption('--iptables-forward-rules', 'accept forwarding to and from the cluster network (a FORWARD policy of DROP, as Docker sets it, then still carries pods\' traffic); =false: no such rules', true))
+      .option('--healthz-ip <ip>', 'address /healthz and /readyz listen on', ipArg('--healthz-ip'), '0.0.0.0')
+      .option('--healthz-port <port>', 'port for /healthz and /readyz; 0: no health server', intArg('--healthz-port', 0, 65535), 0)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
-      .option('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEP and subnet.env (the node leaves)', false),
-  ).action(async (o: StoreFlags & { iface?: string; publicIp?: string; publicIpv6?: string; subnetFile: string; ipMasq: boolean; leaseTtl: number; reconcileInterval: number; releaseOnExit: boolean }) => {
+      .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false)),
+  );
+  daemon.hook('preAction', (cmd) => optionsFromEnv(cmd, 'FLANNELD'));
+  daemon.action(async (o: DaemonFlags) => {
     const { runDaemon } = await import('../flannel/run-daemon');
     process.exit(
       await runDaemon({
         iface: o.iface,
+        ifaceRegex: o.ifaceRegex,
+        ifaceCanReach: o.ifaceCanReach,
         publicIp: o.publicIp,
         publicIpv6: o.publicIpv6,
         store: storeOptions(o),
         subnetFile: o.subnetFile,
         leaseTtlS: o.leaseTtl,
+        renewMarginS: o.subnetLeaseRenewMargin * 60,
         reconcileMs: o.reconcileInterval * 1000,
-        ipMasq: o.ipMasq,
+        traffic: {
+          ipMasq: o.ipMasq,
+          randomFully: !o.ipMasqFullyRandomDisable,
+          forwardRules: o.iptablesForwardRules,
+          resyncMs: o.iptablesResync * 1000,
+        },
+        ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
         releaseOnExit: o.releaseOnExit,
       }),
     );
@@ -103,8 +153,12 @@ export async function main(argv: string[]): Promise<void> {
       .option('--ipv6-only', 'no IPv4 overlay (EnableIPv4 false)', false)
       .option('--vni <n>', 'VXLAN network identifier (default 1)', intArg('--vni', 0, 16777215))
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
-      .option('--mtu <n>', 'VTEP MTU (default: underlay MTU - 50)', intArg('--mtu', 68, 65535)),
-  ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean }) => {
+      .option('--mtu <n>', 'Backend.MTU: the underlay\'s MTU, as flannel reads it; VTEPs get it less 50 (IPv6: 70) (default: the underlay interface\'s)', intArg('--mtu', 118, 65535))
+      .option('--direct-routing', 'Backend.DirectRouting: peers on a directly connected underlay subnet are routed without VXLAN', false)
+      .option('--gbp', 'Backend.GBP: VTEPs with the VXLAN Group Policy extension', false)
+      .option('--learning', 'Backend.Learning: VTEPs learn remote MACs', false)
+      .option('--enable-nftables', 'EnableNFTables: the daemons\' masquerade and forward rules in nftables, not iptables', false),
+  ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean; enableNftables: boolean }) => {
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
     const text = formatNetworkConfig({
@@ -120,6 +174,10 @@ export async function main(argv: string[]): Promise<void> {
       vni: o.vni,
       port: o.port,
       mtu: o.mtu,
+      directRouting: o.directRouting,
+      gbp: o.gbp,
+      learning: o.learning,
+      nftables: o.enableNftables,
     });
     await withStore(storeOptions(o), (store) => store.setConfig(text));
     process.stdout.write(`${text}\n`);

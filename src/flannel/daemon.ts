@@ -8,30 +8,35 @@
 // Where leases come from (chosen in etcd or the file store, assigned by
 // Kubernetes) is the SubnetManager's business (manager.ts): the daemon only
 // calls it. The families (IPv4 on flannel.<VNI>, IPv6 on flannel-v6.<VNI>)
-// are "sides" (sides.ts), all handled by the same code.
+// are "sides" (sides.ts), all handled by the same code. Beside the overlay it
+// keeps flanneld's firewall rules (traffic-keeper.ts) and answers how it is
+// (health(), ready(): the /healthz and /readyz of run-daemon.ts).
 import { readIfExists, removeFile } from '../util/fs';
 import { settleAll } from '../util/settle';
 import { readSysctl, writeSysctl } from '../iproute/sysctl';
 import { deleteLink, getLink, linkKind, linkMac, listLinks } from '../iproute/link';
 import { vxlanAttrs, vxlanMismatch } from '../iproute/vxlan';
-import { Lease, describeSubnets } from './lease';
+import type { VxlanSpec } from '../iproute/vxlan';
+import type { Prefix } from '../net/ip';
+import { Lease, describeSubnets, leaseKey } from './lease';
 import { Log, Reporter, printable } from './log';
 import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from './manager';
-import { describeNetwork } from './netconfig';
+import { NetworkConfig, describeNetwork } from './netconfig';
 import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { ReconcileLoop } from './reconcile-loop';
 import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
 import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
-import { describeUnderlay, findUnderlay } from './underlay';
+import { TrafficKeeper, TrafficSettings } from './traffic-keeper';
+import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep } from './vtep';
+import { probeVtep } from './vtep-probe';
 
-export interface DaemonOptions {
-  iface?: string;
-  publicIp?: string;
-  publicIpv6?: string;
+/** The underlay flags (--iface, --iface-regex, --iface-can-reach, --public-ip, --public-ipv6) and the rest. */
+export interface DaemonOptions extends UnderlayOptions {
   subnetFile: string;
   reconcileMs: number;
-  ipMasq: boolean;
+  /** --ip-masq and the other firewall settings; ipMasq also goes into subnet.env (FLANNEL_IPMASQ). */
+  traffic: TrafficSettings;
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
@@ -40,6 +45,26 @@ export interface DaemonOptions {
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A VTEP the kernel would not make: the network config fields that ask for
+ * VXLAN features beyond the basic device are named, as the likely cause.
+ */
+function vtepFailure(spec: VxlanSpec, err: unknown): Error {
+  const fields = [...(spec.gbp ? ['"Backend.GBP"'] : []), ...(spec.learning ? ['"Backend.Learning"'] : [])];
+  const hint = fields.length ? ` (network config field${fields.length > 1 ? 's' : ''} ${fields.join(' and ')} ask${fields.length > 1 ? '' : 's'} for a VXLAN feature: does this kernel support it?)` : '';
+  return new Error(`VTEP ${spec.name}: ${(err as Error).message}${hint}`);
+}
+
+/** For the start-up log line: the backend options that are on. */
+function describeBackend(cfg: NetworkConfig, direct: readonly Prefix[]): string {
+  const on = [
+    ...(cfg.directRouting ? [`DirectRouting (peers on ${direct.join(', ') || 'no connected subnet'} routed directly)`] : []),
+    ...(cfg.gbp ? ['GBP'] : []),
+    ...(cfg.learning ? ['Learning'] : []),
+  ];
+  return on.length ? `, ${on.join(', ')}` : '';
+}
 
 export class Daemon {
   private sides: Side[] = [];
@@ -51,6 +76,11 @@ export class Daemon {
   private stopWatch?: Unwatch;
   private readonly loop: ReconcileLoop;
   private stopped = false;
+  /** start() has finished: rules in place, subnet.env written (/readyz). */
+  private running = false;
+  /** DirectRouting: this node's connected underlay subnets (empty: every peer over VXLAN). */
+  private direct: Prefix[] = [];
+  private readonly traffic: TrafficKeeper;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
   /** Wakes start()'s retry sleeps when stop() is called. */
@@ -75,6 +105,7 @@ export class Daemon {
     this.problems = new Reporter(this.log);
     this.watchTroubles = new Reporter(this.log);
     this.loop = new ReconcileLoop((why) => this.reconcile(why), opts.reconcileMs, () => this.housekeeping());
+    this.traffic = new TrafficKeeper(opts.traffic, this.log);
   }
 
   /**
@@ -112,13 +143,17 @@ export class Daemon {
 
   private async startUp(): Promise<void> {
     const o = this.opts;
-    const ul = await findUnderlay({ iface: o.iface, publicIp: o.publicIp, publicIpv6: o.publicIpv6 });
+    const ul = await findUnderlay(o);
     this.log(describeUnderlay(ul));
     this.log(`lease store: ${this.manager.description}`);
 
     const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
     const plans = planSides(cfg, ul);
-    this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}`);
+    this.direct = cfg.directRouting ? ul.subnets : [];
+    this.log(`network ${describeNetwork(cfg)}; ${plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}${describeBackend(cfg, this.direct)}`);
+    if (cfg.mtu !== undefined && cfg.mtu > ul.mtu) {
+      this.log(`Backend.MTU ${cfg.mtu} is above ${ul.dev}'s MTU ${ul.mtu}: the VTEPs are sized for ${ul.mtu} (the kernel would clamp them there)`);
+    }
 
     // the devices' MACs where they can be reused (see advertise())
     const deviceMacs = await settleAll(
@@ -142,12 +177,16 @@ export class Daemon {
     const created: string[] = [];
     try {
       for (const s of this.sides) {
-        const r = await ensureVtep(s.spec, s.subnet.network.toString());
+        const r = await ensureVtep(s.spec, s.subnet.network.toString()).catch((err) => {
+          throw vtepFailure(s.spec, err);
+        });
         if (r.created) created.push(s.spec.name);
         if (r.replaced) this.log(`replaced the incompatible ${s.spec.name}: ${r.replaced}`);
         else this.log(`${r.created ? 'created' : 'reusing'} VTEP ${s.spec.name}`);
       }
       if (cfg.v6) await this.ipv6Forwarding(true);
+      // before subnet.env: pods attached from then on are masqueraded as FLANNEL_IPMASQ says
+      await this.traffic.start(cfg.nftables ? 'nftables' : 'iptables', this.sides.map((s) => ({ network: s.pool.network, subnet: s.subnet })));
     } catch (err) {
       // Nothing half-done: a lease we just took is given back, devices we just made go.
       for (const name of created) await deleteLink(name).catch(() => {});
@@ -169,6 +208,7 @@ export class Daemon {
     );
     await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.loop.startPeriodic();
+    this.running = !this.stopped;
     this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
   }
 
@@ -210,7 +250,7 @@ export class Daemon {
   }
 
   private writeSubnetEnv(): void {
-    const env = subnetEnvOf(this.sides, this.opts.ipMasq);
+    const env = subnetEnvOf(this.sides, this.opts.traffic.ipMasq);
     if (readIfExists(this.opts.subnetFile) === formatSubnetEnv(env)) return;
     writeSubnetEnv(this.opts.subnetFile, env);
     this.log(`wrote ${this.opts.subnetFile}`);
@@ -281,7 +321,8 @@ export class Daemon {
       const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
-      const plan = planPeers(peers, await readActual(name, undefined, s.family), name, s.pool.network);
+      // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
+      const plan = planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
       if (plan.changes.length) {
         try {
           await applyPlan(plan);
@@ -299,12 +340,39 @@ export class Daemon {
     return true;
   }
 
-  /** Stops timers and the watch; with releaseOnExit also gives back the lease and removes the VTEPs and subnet.env. Closes the manager. */
+  /**
+   * Why this node is not healthy (/healthz), or undefined when it holds its
+   * lease (ours is in the last list the source gave) and every VTEP is up
+   * with its address (looked at now: one `ip` call).
+   */
+  async health(): Promise<string | undefined> {
+    if (this.stopped) return 'stopping';
+    const lease = this.lease;
+    if (!lease || !this.sides.length) return 'starting: no lease yet';
+    if (!this.leases.some((l) => leaseKey(l) === leaseKey(lease))) return `lease ${describeSubnets(lease)} is not in ${this.manager.description} (being written again)`;
+    try {
+      return await probeVtep(subnetEnvOf(this.sides, false));
+    } catch (err) {
+      return `cannot look at the VTEPs: ${(err as Error).message}`;
+    }
+  }
+
+  /** Start-up has finished (rules in place, subnet.env written) and the daemon is not stopping: flanneld's /readyz. */
+  ready(): boolean {
+    return this.running && !this.stopped;
+  }
+
+  /**
+   * Stops timers and the watch; with releaseOnExit also gives back the lease
+   * and removes the VTEPs, subnet.env and the firewall rules (without it they
+   * all stay, as flanneld leaves them). Closes the manager.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
     const passDone = this.loop.stop();
+    const rulesDone = this.traffic.stop();
     this.lease?.stop();
     // A start in progress stops at its next step; once it has, whether a lease is held is known
     // (a lease taken while the signal arrived is given back, not left to expire).
@@ -312,6 +380,7 @@ export class Daemon {
     this.lease?.stop();
     this.stopWatch?.();
     await passDone;
+    await rulesDone;
     if (this.opts.releaseOnExit && this.lease) {
       const name = describeSubnets(this.lease);
       try {
@@ -324,6 +393,7 @@ export class Daemon {
         await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
       }
       removeFile(this.opts.subnetFile);
+      await this.traffic.remove();
     }
     await this.manager.close();
   }

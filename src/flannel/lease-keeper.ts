@@ -2,9 +2,10 @@
 // HeldLease of store-manager.ts): renews it on its own timer, checks it
 // against every fresh list, gives it back on request.
 //
-// - Renewal: `min(1 h, TTL/2)` before expiry, derived from the TTL alone, so
-//   a short TTL with a long reconcile interval never lets the lease lapse; a
-//   failed renewal is retried every TTL/20 (1 s to 1 min). Guarded by the
+// - Renewal: `min(margin, TTL/2)` before expiry (the margin is flanneld's
+//   --subnet-lease-renew-margin, an hour by default), derived from the TTL
+//   alone, so a short TTL with a long reconcile interval never lets the lease
+//   lapse; a failed renewal is retried every tenth of that (1 s to 1 min). Guarded by the
 //   value as last seen in the store: a lease that now holds another node's
 //   data is not overwritten.
 // - Reservations (flannel's: no TTL) are never renewed, and re-written
@@ -21,10 +22,12 @@ import type { HeldLease, LeaseHooks, LeaseList } from './manager';
 import type { NetworkConfig } from './netconfig';
 import type { LeaseStore } from './store';
 
-/** Seconds before expiry at which a lease is renewed: an hour for flannel's 24 h, half the TTL for short ones. */
-export const renewMarginS = (ttlS: number) => Math.min(3600, ttlS / 2);
+/** flanneld's --subnet-lease-renew-margin default: an hour. */
+export const DEFAULT_RENEW_MARGIN_S = 3600;
+/** Seconds before expiry at which a lease is renewed: the margin (an hour for flannel's 24 h), half the TTL for short ones. */
+export const renewMarginS = (ttlS: number, marginS = DEFAULT_RENEW_MARGIN_S) => Math.min(marginS, ttlS / 2);
 /** How soon a renewal that failed is tried again: a tenth of the margin, from 1 s to 1 min. */
-export const renewRetryMs = (ttlS: number) => Math.min(60_000, Math.max(1000, renewMarginS(ttlS) * 100));
+export const renewRetryMs = (ttlS: number, marginS = DEFAULT_RENEW_MARGIN_S) => Math.min(60_000, Math.max(1000, renewMarginS(ttlS, marginS) * 100));
 
 export class LeaseKeeper implements HeldLease {
   readonly subnet?: Prefix;
@@ -48,6 +51,8 @@ export class LeaseKeeper implements HeldLease {
     private readonly store: LeaseStore,
     private readonly cfg: NetworkConfig,
     private readonly ttlS: number,
+    /** --subnet-lease-renew-margin, in seconds. */
+    private readonly marginS: number,
     private readonly attrs: LeaseAttrs,
     acquired: Acquired,
     private readonly hooks: LeaseHooks,
@@ -71,7 +76,7 @@ export class LeaseKeeper implements HeldLease {
 
   /** The lease was just written with a fresh TTL. */
   private written(): void {
-    this.renewAt = Date.now() + (this.ttlS - renewMarginS(this.ttlS)) * 1000;
+    this.renewAt = Date.now() + (this.ttlS - renewMarginS(this.ttlS, this.marginS)) * 1000;
   }
 
   /** Arms the renewal timer (at renewAt, or after `delayMs`); a reservation is never renewed. */
@@ -85,7 +90,7 @@ export class LeaseKeeper implements HeldLease {
   private renew(): Promise<void> {
     return this.writes.run(async () => {
       if (this.stopped || this.reservation) return;
-      const retryMs = renewRetryMs(this.ttlS);
+      const retryMs = renewRetryMs(this.ttlS, this.marginS);
       try {
         if (!(await this.store.renew(this.subnets, this.attrs, this.ttlS, this.value))) {
           this.problems.report('renew', `cannot renew lease ${this.name}: it now holds another node's data`);

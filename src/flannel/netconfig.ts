@@ -1,11 +1,19 @@
 // The overlay's network config (<prefix>/config in etcd), in flannel's schema,
 // with flannel's defaults and checks for SubnetLen, SubnetMin and SubnetMax and
 // their IPv6 counterparts (EnableIPv6, IPv6Network, IPv6SubnetLen,
-// IPv6SubnetMin, IPv6SubnetMax; EnableIPv4 false for an IPv6-only overlay).
+// IPv6SubnetMin, IPv6SubnetMax; EnableIPv4 false for an IPv6-only overlay),
+// EnableNFTables, and the vxlan backend's VNI, Port, MTU, DirectRouting, GBP
+// and Learning. Field names match as Go's encoding/json matches them: the
+// exact name first, else any spelling in another case ("mtu", "directRouting").
 import { Family, IP, Prefix } from '../net/ip';
 
 const DEFAULT_PORT = 8472;
 const DEFAULT_VNI = 1;
+
+/** VXLAN over IPv4 costs 50 bytes (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14); over IPv6, 70. */
+export const ENCAP_OVERHEAD = { 4: 50, 6: 70 } as const;
+/** The smallest MTU of each family (IPv6 needs 1280). */
+export const MIN_MTU = { 4: 68, 6: 1280 } as const;
 
 /** One family's subnet pool: the overlay network and the node subnets it is cut into. */
 export interface Pool {
@@ -22,16 +30,35 @@ export interface NetworkConfig {
   v6?: Pool;
   vni: number;
   port: number;
-  /** Backend.MTU when set; otherwise underlay MTU − 50 (IPv4 VTEP) and − 70 (IPv6 VTEP). */
+  /**
+   * Backend.MTU: the underlay's MTU, as flannel reads it (the VTEPs get it
+   * less the encapsulation); absent, the underlay interface's own.
+   */
   mtu?: number;
+  /** Backend.DirectRouting: peers on a directly connected underlay subnet are routed via their public address, not over VXLAN. */
+  directRouting: boolean;
+  /** Backend.GBP: the VTEPs carry the VXLAN Group Policy extension. */
+  gbp: boolean;
+  /** Backend.Learning: the VTEPs learn remote MACs (the FDB entries are programmed all the same). */
+  learning: boolean;
+  /** EnableNFTables: flanneld's masquerade and forward rules in nftables instead of iptables. */
+  nftables: boolean;
 }
 
 export class ConfigError extends Error {}
 
 const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 
+/** `obj[key]` as Go's encoding/json finds it: the exact name, else the last key equal to it in another case. */
+function field(obj: Record<string, unknown>, key: string): unknown {
+  if (key in obj) return obj[key];
+  const lower = key.toLowerCase();
+  const match = Object.keys(obj).filter((k) => k.toLowerCase() === lower).pop();
+  return match === undefined ? undefined : obj[match];
+}
+
 function intField(obj: Record<string, unknown>, key: string, where: string, min: number, max: number): number | undefined {
-  const v = obj[key];
+  const v = field(obj, key);
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw new ConfigError(`network config field "${where}${key}" must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
@@ -39,15 +66,15 @@ function intField(obj: Record<string, unknown>, key: string, where: string, min:
   return v;
 }
 
-function boolField(obj: Record<string, unknown>, key: string): boolean | undefined {
-  const v = obj[key];
+function boolField(obj: Record<string, unknown>, key: string, where = ''): boolean | undefined {
+  const v = field(obj, key);
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw new ConfigError(`network config field "${key}" must be true or false, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'boolean') throw new ConfigError(`network config field "${where}${key}" must be true or false, got ${JSON.stringify(v)}`);
   return v;
 }
 
 function ipField(obj: Record<string, unknown>, key: string, family: Family): IP | undefined {
-  const v = obj[key];
+  const v = field(obj, key);
   if (v === undefined || v === null || v === '') return undefined;
   const ip = typeof v === 'string' ? IP.parse(v) : undefined;
   if (!ip || ip.family !== family) throw new ConfigError(`network config field "${key}" must be an IPv${family} address, got ${JSON.stringify(v)}`);
@@ -101,7 +128,7 @@ const V6_FIELDS: PoolFields = {
 
 /** One family's pool: the network, the per-node prefix length and the bounds, as flannel reads them. */
 function parsePool(raw: Record<string, unknown>, f: PoolFields): Pool {
-  const text = raw[f.network];
+  const text = field(raw, f.network);
   if (typeof text !== 'string') throw new ConfigError(`network config field "${f.network}" is missing (${f.hint})`);
   const network = Prefix.parse(text);
   if (!network || network.family !== f.family) {
@@ -139,7 +166,7 @@ export function parseNetworkConfig(text: string): NetworkConfig {
   const enableIPv4 = boolField(raw, 'EnableIPv4') ?? true; // flannel's default
   const enableIPv6 = boolField(raw, 'EnableIPv6') ?? false;
   if (!enableIPv4 && !enableIPv6) throw new ConfigError('network config: EnableIPv4 and EnableIPv6 are both false: no overlay to run');
-  if (raw.Networks !== undefined || raw.IPv6Networks !== undefined) {
+  if (field(raw, 'Networks') !== undefined || field(raw, 'IPv6Networks') !== undefined) {
     throw new ConfigError('network config fields "Networks"/"IPv6Networks" (several networks) are not supported by vxlan-flannel: use "Network"/"IPv6Network"');
   }
   // As flanneld: IPv6Network without EnableIPv6 (and Network with EnableIPv4 false) is not used, nor checked.
@@ -148,26 +175,37 @@ export function parseNetworkConfig(text: string): NetworkConfig {
 
   // No Backend is flannel's "udp" backend, and a Backend without Type is an error
   // to flanneld: a cluster configured so does not run vxlan, whatever we would guess.
-  if (raw.Backend === undefined || raw.Backend === null) {
+  const backend = field(raw, 'Backend');
+  if (backend === undefined || backend === null) {
     throw new ConfigError(
       'network config field "Backend" is missing: flannel then runs its "udp" backend; vxlan-flannel needs "Backend": {"Type": "vxlan"} (Backend.Type must be vxlan)',
     );
   }
-  if (!isObject(raw.Backend)) throw new ConfigError('network config field "Backend" must be an object with "Type": "vxlan"');
-  const b = raw.Backend;
-  if (b.Type === undefined || b.Type === null || b.Type === '') {
+  if (!isObject(backend)) throw new ConfigError('network config field "Backend" must be an object with "Type": "vxlan"');
+  const type = field(backend, 'Type');
+  if (type === undefined || type === null || type === '') {
     throw new ConfigError('network config field "Backend.Type" is missing (Backend.Type must be vxlan)');
   }
-  if (b.Type !== 'vxlan') {
-    throw new ConfigError(`network config field "Backend.Type" is ${JSON.stringify(b.Type)}: vxlan-flannel only runs the "vxlan" backend (Backend.Type must be vxlan)`);
+  if (type !== 'vxlan') {
+    throw new ConfigError(`network config field "Backend.Type" is ${JSON.stringify(type)}: vxlan-flannel only runs the "vxlan" backend (Backend.Type must be vxlan)`);
   }
-  const vni = intField(b, 'VNI', 'Backend.', 0, 0xffffff) ?? DEFAULT_VNI;
-  const port = intField(b, 'Port', 'Backend.', 0, 65535) || DEFAULT_PORT; // 0 means the default, as in flannel
-  const mtu = intField(b, 'MTU', 'Backend.', v6 ? 1280 : 68, 65535);
-  for (const key of ['GBP', 'DirectRouting', 'Learning']) {
-    if (b[key] === true) throw new ConfigError(`network config field "Backend.${key}" is not supported by vxlan-flannel`);
-  }
-  return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}), vni, port, ...(mtu !== undefined ? { mtu } : {}) };
+  const vni = intField(backend, 'VNI', 'Backend.', 0, 0xffffff) ?? DEFAULT_VNI;
+  const port = intField(backend, 'Port', 'Backend.', 0, 65535) || DEFAULT_PORT; // 0 means the default, as in flannel
+  // Backend.MTU is the underlay's: every enabled family's VTEP (MTU less its encapsulation) must reach its minimum.
+  const families = [...(v4 ? [4] : []), ...(v6 ? [6] : [])] as (4 | 6)[];
+  const mtu = intField(backend, 'MTU', 'Backend.', Math.max(...families.map((f) => MIN_MTU[f] + ENCAP_OVERHEAD[f])), 65535);
+  const flag = (key: string) => boolField(backend, key, 'Backend.') ?? false;
+  return {
+    ...(v4 ? { v4 } : {}),
+    ...(v6 ? { v6 } : {}),
+    vni,
+    port,
+    ...(mtu !== undefined ? { mtu } : {}),
+    directRouting: flag('DirectRouting'),
+    gbp: flag('GBP'),
+    learning: flag('Learning'),
+    nftables: boolField(raw, 'EnableNFTables') ?? false,
+  };
 }
 
 export interface NetworkConfigOptions {
@@ -185,7 +223,13 @@ export interface NetworkConfigOptions {
   ipv6SubnetMax?: string;
   vni?: number;
   port?: number;
+  /** Backend.MTU: the underlay's MTU. */
   mtu?: number;
+  directRouting?: boolean;
+  gbp?: boolean;
+  learning?: boolean;
+  /** EnableNFTables. */
+  nftables?: boolean;
 }
 
 /** ipv6SubnetMin → ipv6-subnet-min: the option's flag, for messages. */
@@ -197,6 +241,9 @@ export function formatNetworkConfig(opts: NetworkConfigOptions): string {
   if (opts.vni !== undefined) backend.VNI = opts.vni;
   if (opts.port !== undefined) backend.Port = opts.port;
   if (opts.mtu !== undefined) backend.MTU = opts.mtu;
+  if (opts.directRouting) backend.DirectRouting = true;
+  if (opts.gbp) backend.GBP = true;
+  if (opts.learning) backend.Learning = true;
   const obj: Record<string, unknown> = {};
   if (opts.ipv4 === false) {
     obj.EnableIPv4 = false;
@@ -219,6 +266,7 @@ export function formatNetworkConfig(opts: NetworkConfigOptions): string {
     const v6 = (['ipv6SubnetLen', 'ipv6SubnetMin', 'ipv6SubnetMax'] as const).find((k) => opts[k] !== undefined);
     if (v6) throw new ConfigError(`--${flag(v6)} needs --ipv6-network`);
   }
+  if (opts.nftables) obj.EnableNFTables = true;
   obj.Backend = backend;
   const text = JSON.stringify(obj);
   parseNetworkConfig(text); // refuse to write what the daemon would refuse to read

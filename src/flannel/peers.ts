@@ -154,7 +154,7 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
 const norm = (addr: string | undefined): string | undefined => (addr === undefined ? undefined : (IP.parse(addr)?.toString() ?? addr));
 
 /** Whether `peer` is reached directly: its public address is on one of `direct` (this node's connected underlay subnets). */
-const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
+export const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
   const ip = IP.parse(peer.publicIP);
   return !!ip && direct.some((d) => d.family === ip.family && d.contains(ip));
 };
@@ -173,7 +173,7 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
   };
   const directPeers = all.filter((p) => isDirectPeer(p, direct));
   const peers = all.filter((p) => !directPeers.includes(p));
-  planDirect(directPeers, actual, add, plan.changes);
+  planDirect(directPeers, actual, add, plan.changes, network);
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
   const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
@@ -231,16 +231,25 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
 }
 
 /**
- * Direct routes: `<subnet> via <publicIP>` for each direct peer; a route into
- * the overlay via a gateway on another device that no direct peer asks for
- * (the peer left, or went back to VXLAN) goes first. A VXLAN route of a peer
- * now direct is stale on the VTEP and goes with the VTEP's stale routes.
+ * Direct routes: `<subnet> via <publicIP>` for each direct peer; a route to a
+ * node subnet of the overlay (longer than the network itself: a route for
+ * the whole network is someone else's) via a gateway on another device that
+ * no direct peer asks for (the peer left, or went back to VXLAN) goes first.
+ * A VXLAN route of a peer now direct is stale on the VTEP and goes with the
+ * VTEP's stale routes.
  */
-function planDirect(peers: readonly Peer[], actual: Actual, add: (batch: 'ipFirst' | 'ipLast', line: Line) => void, changes: string[]): void {
+function planDirect(
+  peers: readonly Peer[],
+  actual: Actual,
+  add: (batch: 'ipFirst' | 'ipLast', line: Line) => void,
+  changes: string[],
+  network: Prefix,
+): void {
   const want = new Map(peers.map((p) => [p.subnet.toString(), p]));
   for (const r of actual.direct ?? []) {
-    const dst = Prefix.parse(r.dst)?.toString();
-    const p = dst ? want.get(dst) : undefined;
+    const prefix = Prefix.parse(r.dst.includes('/') ? r.dst : `${r.dst}/${network.family === 4 ? 32 : 128}`);
+    if (!prefix || prefix.length <= network.length) continue;
+    const p = want.get(prefix.toString());
     if (!r.gateway || (p && norm(r.gateway) === p.publicIP)) continue;
     add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
     changes.push(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`);

@@ -1,8 +1,10 @@
 // `vxlan-flannel daemon` as a process: opens the subnet manager the flags ask
-// for, runs the daemon until SIGTERM or SIGINT, and says how to exit. Log
-// lines go to stderr as `<RFC 3339 time> vxlan-flannel: <message>`.
+// for, serves /healthz and /readyz when asked (healthz.ts), runs the daemon
+// until SIGTERM or SIGINT, and says how to exit. Log lines go to stderr as
+// `<RFC 3339 time> vxlan-flannel: <message>`.
 import { readIfExists } from '../util/fs';
 import { Daemon, DaemonOptions } from './daemon';
+import { serveHealth } from './healthz';
 import type { LeaseSubnets } from './lease';
 import { Log, printable } from './log';
 import type { SubnetManager } from './manager';
@@ -15,6 +17,10 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   store: StoreOptions;
   /** Lifetime of our lease in seconds (--lease-ttl). */
   leaseTtlS: number;
+  /** Renew the lease this long before it expires, in seconds (--subnet-lease-renew-margin). */
+  renewMarginS?: number;
+  /** Where /healthz and /readyz listen (--healthz-ip, --healthz-port); none when absent. */
+  healthz?: { ip: string; port: number };
 }
 
 const log: Log = (msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${printable(msg)}\n`);
@@ -31,7 +37,7 @@ function previousSubnets(subnetFile: string): LeaseSubnets | undefined {
 
 /** Leases chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
 async function openManager(o: RunOptions): Promise<SubnetManager> {
-  return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, previous: previousSubnets(o.subnetFile) });
+  return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
 }
 
 /**
@@ -48,13 +54,24 @@ export async function runDaemon(o: RunOptions): Promise<number> {
     return 1;
   }
   const daemon = new Daemon(manager, { ...o, log });
+  let closeHealth = async () => {};
+  if (o.healthz) {
+    try {
+      closeHealth = (await serveHealth(o.healthz, daemon)).close;
+      log(`serving /healthz and /readyz on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}`);
+    } catch (err) {
+      log(`fatal: cannot serve /healthz on ${o.healthz.ip} port ${o.healthz.port}: ${(err as Error).message}`);
+      await manager.close().catch(() => {});
+      return 1;
+    }
+  }
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;
       stopping = true;
-      log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP and routes stay for the next start)'}`);
-      daemon.stop().then(
+      log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP, routes and firewall rules stay for the next start)'}`);
+      daemon.stop().finally(closeHealth).then(
         () => resolve(0),
         (err) => {
           log(`stop failed: ${(err as Error).message}`);
@@ -68,6 +85,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
       if (stopping) return; // stopped while starting: stop() resolves
       log(`fatal: ${(err as Error).message}`);
       await daemon.stop().catch(() => {});
+      await closeHealth();
       resolve(1);
     });
   });

@@ -8,16 +8,11 @@ import { IP, Prefix } from '../net/ip';
 import { randomMac } from '../net/mac';
 import type { VxlanSpec } from '../iproute/vxlan';
 import type { LeaseAttrs, LeaseSubnets } from './lease';
-import type { NetworkConfig, Pool } from './netconfig';
+import { ENCAP_OVERHEAD, MIN_MTU, type NetworkConfig, type Pool } from './netconfig';
 import type { Self } from './peers';
 import type { SubnetEnv } from './subnet-env';
 import type { Underlay } from './underlay';
 import { vtep6Name, vtepName } from './vtep';
-
-/** VXLAN over IPv4 costs 50 bytes (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14); over IPv6, 70. */
-const ENCAP_OVERHEAD = { 4: 50, 6: 70 } as const;
-/** The smallest MTU of each family (IPv6 needs 1280). */
-const MIN_MTU = { 4: 68, 6: 1280 } as const;
 
 /** One family of the overlay before the lease: its pool, the address peers reach it at, its VTEP but the MAC. */
 export interface SidePlan {
@@ -37,9 +32,18 @@ export interface Side {
 }
 
 /**
+ * The underlay MTU the VTEPs are sized for: Backend.MTU as flannel reads it
+ * (the underlay's MTU, set by hand), but never above the interface's own:
+ * the kernel clamps a VXLAN device to its underlay's MTU less the
+ * encapsulation, as it does flanneld's.
+ */
+const underlayMtu = (cfg: NetworkConfig, ul: Underlay) => Math.min(cfg.mtu ?? ul.mtu, ul.mtu);
+
+/**
  * The families the network config enables, on this underlay. Fails when the
- * underlay lacks a family the config needs, or a VTEP's MTU (Backend.MTU, or
- * the underlay's less the encapsulation) is below its family's minimum.
+ * underlay lacks a family the config needs, or a VTEP's MTU (the underlay MTU
+ * less the encapsulation: 50 bytes over IPv4, 70 over IPv6) is below its
+ * family's minimum.
  */
 export function planSides(cfg: NetworkConfig, ul: Underlay): SidePlan[] {
   if (cfg.v4 && !ul.localIP) throw new Error(`the network config enables IPv4 but underlay interface ${ul.dev} has no IPv4 address`);
@@ -49,14 +53,16 @@ export function planSides(cfg: NetworkConfig, ul: Underlay): SidePlan[] {
   const plans: SidePlan[] = [];
   for (const [family, pool] of [[4, cfg.v4], [6, cfg.v6]] as const) {
     if (!pool) continue;
-    const mtu = cfg.mtu ?? ul.mtu - ENCAP_OVERHEAD[family];
+    const mtu = underlayMtu(cfg, ul) - ENCAP_OVERHEAD[family];
     if (mtu < MIN_MTU[family]) {
+      // (a Backend.MTU that small is refused with the network config)
       throw new Error(`IPv${family} VTEP MTU ${mtu} is too small (underlay ${ul.dev} MTU ${ul.mtu}; IPv${family} needs ${MIN_MTU[family]})`);
     }
     const local = family === 4 ? ul.localIP! : ul.localIPv6!;
     const publicIP = family === 4 ? ul.publicIP! : ul.publicIPv6!;
     const name = family === 4 ? vtepName(cfg.vni) : vtep6Name(cfg.vni);
-    plans.push({ family, pool, publicIP, vtep: { name, vni: cfg.vni, local: local.toString(), dev: ul.dev, port: cfg.port, mtu } });
+    const vtep = { name, vni: cfg.vni, local: local.toString(), dev: ul.dev, port: cfg.port, mtu, ...(cfg.gbp ? { gbp: true } : {}), ...(cfg.learning ? { learning: true } : {}) };
+    plans.push({ family, pool, publicIP, vtep });
   }
   return plans;
 }

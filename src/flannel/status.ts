@@ -1,24 +1,30 @@
 // `vxlan-flannel status`: this node's lease and VTEPs, and for every peer
 // whether its neighbour, FDB entry and route are in place (IPv4 peers on
-// flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>).
+// flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>); with DirectRouting, a peer
+// on the VTEP's underlay subnets needs only its route via its public address.
 import { readIfExists } from '../util/fs';
 import { formatTable } from '../util/table';
 import { isPermanent } from '../iproute/neigh';
 import { IP, Prefix } from '../net/ip';
 import { LeaseSubnets, describeSubnets, leaseKey } from './lease';
 import { parseNetworkConfig } from './netconfig';
-import { desiredPeers, readActual } from './peers';
+import { Actual, Peer, desiredPeers, isDirectPeer, readActual } from './peers';
 import type { LeaseStore } from './store';
 import { parseSubnetEnv, subnetsOf } from './subnet-env';
 import { vtep6Name, vtepName } from './vtep';
 import { getLink, isUp, linkMac, type IpLink } from '../iproute/link';
+import { vxlanAttrs } from '../iproute/vxlan';
+import { connectedSubnets } from './underlay';
 
 interface PeerStatus {
   subnet: string;
   publicIP: string;
   vtepMAC: string;
-  neigh: boolean;
-  fdb: boolean;
+  /** DirectRouting: routed via its public address, no neighbour or FDB entry needed (absent for VXLAN peers). */
+  direct?: true;
+  /** Over VXLAN only. */
+  neigh?: boolean;
+  fdb?: boolean;
   route: boolean;
 }
 
@@ -55,6 +61,29 @@ export interface StatusReport {
 }
 
 const same = (a: string | undefined, b: string) => a !== undefined && (IP.parse(a)?.toString() ?? a) === b;
+
+/** DirectRouting's subnets as the daemon sees them: those of the VTEP's underlay device. */
+async function directSubnets(vtep: IpLink): Promise<Prefix[]> {
+  const dev = vxlanAttrs(vtep)?.link;
+  const underlay = dev ? await getLink(dev) : undefined;
+  return underlay ? connectedSubnets(underlay) : [];
+}
+
+/** Whether a peer's entries are in place: the direct route alone, or neighbour, FDB entry and VTEP route. */
+function peerStatus(p: Peer, actual: Actual, direct: boolean): PeerStatus {
+  const base = { subnet: p.subnet.toString(), publicIP: p.publicIP, vtepMAC: p.mac };
+  const dst = (e: { dst: string }) => Prefix.parse(e.dst)?.toString() === base.subnet;
+  if (direct) return { ...base, direct: true, route: !!actual.direct?.some((r) => dst(r) && same(r.gateway, p.publicIP)) };
+  const n = actual.neigh.find((e) => same(e.dst, p.vtepIP));
+  const f = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
+  const r = actual.routes.find(dst);
+  return {
+    ...base,
+    neigh: !!n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac,
+    fdb: f.length === 1 && same(f[0].dst, p.publicIP),
+    route: !!r && same(r.gateway, p.vtepIP) && !!r.flags?.includes('onlink'),
+  };
+}
 
 export async function collectStatus(store: LeaseStore, subnetFile: string): Promise<StatusReport> {
   const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [] };
@@ -118,20 +147,13 @@ export async function collectStatus(store: LeaseStore, subnetFile: string): Prom
     const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link) };
     const { peers, skipped } = desiredPeers(leases, self, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
-    const actual = await readActual(name, undefined, family);
+    const direct = cfg.directRouting ? await directSubnets(link) : [];
+    const actual = await readActual(name, undefined, family, direct.length ? pool.network : undefined);
     for (const p of peers) {
-      const n = actual.neigh.find((e) => same(e.dst, p.vtepIP));
-      const f = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
-      const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === p.subnet.toString());
-      const st: PeerStatus = {
-        subnet: p.subnet.toString(),
-        publicIP: p.publicIP,
-        vtepMAC: p.mac,
-        neigh: !!n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac,
-        fdb: f.length === 1 && same(f[0].dst, p.publicIP),
-        route: !!r && same(r.gateway, p.vtepIP) && !!r.flags?.includes('onlink'),
-      };
-      for (const k of ['neigh', 'fdb', 'route'] as const) if (!st[k]) report.problems.push(`peer ${st.subnet}: ${k} missing or wrong`);
+      const st = peerStatus(p, actual, isDirectPeer(p, direct));
+      for (const k of ['neigh', 'fdb', 'route'] as const) {
+        if (st[k] === false) report.problems.push(`peer ${st.subnet}: ${st.direct ? 'direct ' : ''}${k} missing or wrong`);
+      }
       (family === 4 ? report.peers : report.ipv6Peers).push(st);
     }
   }
@@ -164,8 +186,8 @@ export function formatStatus(r: StatusReport): string {
   const all = [...r.peers, ...r.ipv6Peers];
   if (all.length) {
     lines.push('peers:');
-    const ok = (b: boolean) => (b ? 'ok' : 'MISSING');
-    const rows = all.map((p) => [p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), ok(p.route)]);
+    const ok = (b: boolean | undefined) => (b === undefined ? '-' : b ? 'ok' : 'MISSING');
+    const rows = all.map((p) => [p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), `${ok(p.route)}${p.direct ? ' (direct)' : ''}`]);
     const table = formatTable(['SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE'], rows);
     lines.push(...table.trimEnd().split('\n').map((l) => `  ${l}`));
   } else if (r.lease) {

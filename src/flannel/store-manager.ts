@@ -4,7 +4,7 @@
 // the store's leases, watched.
 import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
 import type { LeaseAttrs, LeaseSubnets } from './lease';
-import { LeaseKeeper } from './lease-keeper';
+import { DEFAULT_RENEW_MARGIN_S, LeaseKeeper } from './lease-keeper';
 import type { HeldLease, LeaseHooks, LeaseList, SubnetManager, Unwatch } from './manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from './netconfig';
 import type { LeaseStore } from './store';
@@ -12,6 +12,8 @@ import type { LeaseStore } from './store';
 export interface StoreManagerOptions {
   /** Lifetime of a lease this node creates or renews, in seconds (--lease-ttl). */
   leaseTtlS: number;
+  /** Renew this long before expiry, in seconds, at most half the TTL (--subnet-lease-renew-margin; an hour by default). */
+  renewMarginS?: number;
   /** The subnets of this node's previous subnet.env: tried first when it holds no lease. */
   previous?: LeaseSubnets;
 }
@@ -51,7 +53,7 @@ export class StoreManager implements SubnetManager {
       if (err instanceof PoolFullError) throw new Error(`${err.message}; waiting for a lease to be released or to expire`);
       throw err;
     }
-    return new LeaseKeeper(this.store, cfg, this.opts.leaseTtlS, attrs, acquired, hooks);
+    return new LeaseKeeper(this.store, cfg, this.opts.leaseTtlS, this.opts.renewMarginS ?? DEFAULT_RENEW_MARGIN_S, attrs, acquired, hooks);
   }
 
   listLeases(): Promise<LeaseList> {

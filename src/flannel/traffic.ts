@@ -7,6 +7,7 @@
 // rules once and changes nothing when they are all there; it never touches
 // another program's rules. remove* takes away exactly ours.
 import type { Prefix } from '../net/ip';
+import { exec } from '../iproute/exec';
 import { FORWARD_PLACE, MASQ_PLACE, forwardChainSet, iptablesEnsure, iptablesRemove, masqChainSet } from './traffic-iptables';
 import { nftEnsure, nftForwardSet, nftMasqSet, nftRemove } from './traffic-nftables';
 
@@ -71,4 +72,35 @@ export async function removeForwardRules(backend: TrafficBackend, families: read
     families.map((f) => (backend === 'nftables' ? nftRemove(f, 'forward', o.netns) : iptablesRemove(f, FORWARD_PLACE, o.netns))),
   );
   return families.filter((_, i) => removed[i]);
+}
+
+/** The oldest iptables whose MASQUERADE takes --random-fully (go-iptables' HasRandomFully, which flanneld asks). */
+const RANDOM_FULLY_SINCE = [1, 6, 2];
+
+/**
+ * Whether masquerading can be fully random here, decided as flanneld decides
+ * it: iptables 1.6.2 or newer; with nftables, a `masquerade fully-random`
+ * rule the kernel accepts (`nft -c`: checked, nothing is changed). Resolves
+ * with why not, or undefined when it can.
+ */
+export async function randomFullyUnsupported(backend: TrafficBackend, o: TrafficOptions = {}): Promise<string | undefined> {
+  try {
+    if (backend === 'iptables') {
+      const { stdout } = await exec(['iptables', '--version'], { netns: o.netns });
+      const v = /v(\d+)\.(\d+)\.(\d+)/.exec(stdout)?.slice(1).map(Number);
+      if (!v) return `cannot read the version of iptables from ${JSON.stringify(stdout.trim())}`;
+      const i = v.findIndex((n, k) => n !== RANDOM_FULLY_SINCE[k]);
+      return i === -1 || v[i] > RANDOM_FULLY_SINCE[i] ? undefined : `iptables ${v.join('.')} is older than ${RANDOM_FULLY_SINCE.join('.')}`;
+    }
+    const probe = [
+      'add table ip flannel-probe',
+      'add chain ip flannel-probe p { type nat hook postrouting priority srcnat; }',
+      'add rule ip flannel-probe p ip saddr != 127.0.0.1 masquerade fully-random',
+      '',
+    ].join('\n');
+    await exec(['nft', '-c', '-f', '-'], { netns: o.netns, input: probe });
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
 }

@@ -89,6 +89,16 @@ export function chooseByFlags(links: readonly IpLink[], o: Pick<UnderlayOptions,
   return undefined;
 }
 
+/**
+ * The subnets `link` is directly on (its IPv4 and global IPv6 prefixes),
+ * canonical and distinct; a host address (/32, /128) puts no neighbour on a
+ * subnet. DirectRouting's input.
+ */
+export function connectedSubnets(link: IpLink): Prefix[] {
+  const subnets = new Set(usable(link).map((a) => Prefix.parse(`${a.local}/${a.prefixlen}`)!.toString()));
+  return [...subnets].map((s) => Prefix.parse(s)!).filter((p) => p.length < (p.family === 4 ? 32 : 128));
+}
+
 const listing = (links: readonly IpLink[]) => links.map((l) => `${l.ifname}:[${usable(l).map((a) => a.local).join(',')}]`).join(', ');
 
 async function choose(links: IpLink[], o: UnderlayOptions, publicIP: IP | undefined, publicIPv6: IP | undefined, netns?: string): Promise<Choice> {
@@ -140,13 +150,7 @@ export async function findUnderlay(o: UnderlayOptions, netns?: string): Promise<
   const addrs6 = v6Addrs(link);
   const localIP = source(addrs4, publicIP, 4);
   const localIPv6 = source(addrs6, publicIPv6, 6);
-  // Canonical and distinct; a host address (/32, /128) puts no neighbour on a subnet.
-  const subnets = new Set([...addrs4, ...addrs6].map((a) => Prefix.parse(`${a.local}/${a.prefixlen}`)!.toString()));
-  const out: Underlay = {
-    dev: link.ifname,
-    mtu: link.mtu,
-    subnets: [...subnets].map((s) => Prefix.parse(s)!).filter((p) => p.length < (p.family === 4 ? 32 : 128)),
-  };
+  const out: Underlay = { dev: link.ifname, mtu: link.mtu, subnets: connectedSubnets(link) };
   if (localIP) Object.assign(out, { localIP, publicIP: publicIP ?? localIP });
   else if (publicIP) throw new Error(`underlay interface ${link.ifname} has no IPv4 address to send from (--public-ip ${publicIP})`);
   if (localIPv6) Object.assign(out, { localIPv6, publicIPv6: publicIPv6 ?? localIPv6 });

@@ -400,3 +400,73 @@ describe('vxlan-flannel with etcd', () => {
     await sleep(0);
   });
 });
+
+describe('Backend.DirectRouting (flanneld\'s): peers on the same underlay subnet are routed without VXLAN', () => {
+  const DIRECT_NET = '10.55.0.0/16';
+  let n11: Host, n12: Host;
+  let d11: DaemonHandle | undefined, d12: DaemonHandle | undefined;
+  let s11: { subnet: string; vtepIP: string }, s12: { subnet: string; vtepIP: string };
+  let p11: Pod, p12: Pod;
+  let direct: string[];
+  const routeTo = (on: Host, subnet: string) => topo.json<{ dst: string; gateway?: string; dev: string }[]>(on.ns, `route show ${subnet}`);
+  printDaemonLogsOnFailure(() => ({ d11, d12 }));
+
+  beforeAll(async () => {
+    n11 = topo.addHost('n11', 11);
+    n12 = topo.addHost('n12', 12);
+    direct = ['--etcd-endpoints', etcd, '--etcd-prefix', '/direct/network'];
+    const set = await topo.cli(topo.hosts.get('etcd')!, ['network', 'set', '--network', DIRECT_NET, '--subnet-max', '10.55.99.0', '--direct-routing', ...direct]);
+    expect(set.code, set.stderr).toBe(0);
+    // --ip-masq as kube-flannel runs it: without it the bridge masquerades pod traffic leaving by eth0 to the
+    // node's address, and a pod without a default route cannot answer that (flanneld's nodes alike)
+    d11 = topo.startDaemon(n11, direct, ['--ip-masq']);
+    d12 = topo.startDaemon(n12, direct, ['--ip-masq', '--release-on-exit']);
+    [s11, s12] = await Promise.all([topo.waitSubnet(d11), topo.waitSubnet(d12)]);
+    await waitFor('each node to route the other directly', () => routeTo(n11, s12.subnet)[0]?.dev === 'eth0' && routeTo(n12, s11.subnet)[0]?.dev === 'eth0', 10_000);
+    [p11, p12] = [await topo.addPod(n11), await topo.addPod(n12)];
+  }, 60_000);
+
+  it('a peer on eth0\'s subnet: `<subnet> via <its public IP> dev eth0`, no neighbour, FDB entry or VTEP route; pods reach each other', async () => {
+    expect(routeTo(n11, s12.subnet)).toMatchObject([{ dst: s12.subnet, gateway: n12.ip, dev: 'eth0' }]);
+    expect(routeTo(n12, s11.subnet)).toMatchObject([{ dst: s11.subnet, gateway: n11.ip, dev: 'eth0' }]);
+    const mac7 = vtepMac(n12);
+    expect(topo.peerState(n11.ns, s12.subnet, mac7, n12.ip)).toEqual({ neigh: false, fdb: false, route: false, staleFdb: [] });
+    expect(await topo.ping(p11, p12.ip)).toBe(true);
+    expect(await topo.ping(p12, p11.ip)).toBe(true);
+    expect(d11!.log()).toMatch(/DirectRouting \(peers on 192\.168\.88\.0\/24, fd88:88::\/64 routed directly\)/);
+  });
+
+  it('a peer on another underlay subnet stays on VXLAN; `status` checks each in its own form', async () => {
+    const mac = '0a:58:0a:37:c8:09';
+    const put = await topo.etcdctl(['put', '/direct/network/subnets/10.55.200.0-24', `{"PublicIP":"192.168.99.9","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`]);
+    expect(put.code, put.stderr).toBe(0);
+    await waitFor('n11 to program the VXLAN peer', () => {
+      const st = topo.peerState(n11.ns, '10.55.200.0/24', mac, '192.168.99.9');
+      return st.neigh && st.fdb && st.route;
+    }, 5000, 50);
+    const st = await topo.cli(n11, ['status', '--json', '--subnet-file', topo.subnetFile(n11), ...direct]);
+    expect(st.code, st.stdout + st.stderr).toBe(0);
+    expect(st.json.peers).toHaveLength(2);
+    expect(st.json.peers).toEqual(
+      expect.arrayContaining([
+        { subnet: s12.subnet, publicIP: n12.ip, vtepMAC: vtepMac(n12), direct: true, route: true },
+        { subnet: '10.55.200.0/24', publicIP: '192.168.99.9', vtepMAC: mac, neigh: true, fdb: true, route: true },
+      ]),
+    );
+    expect(st.json.problems).toEqual([]);
+    const text = await topo.cli(n11, ['status', '--subnet-file', topo.subnetFile(n11), ...direct]);
+    expect(text.stdout.split('\n').find((l) => l.includes(s12.subnet))).toMatch(/ +- +- +ok \(direct\)$/);
+    // the direct route deleted by hand: status says so, the reconcile puts it back
+    topo.ip(n11.ns, `route del ${s12.subnet} via ${n12.ip} dev eth0`);
+    const broken = await topo.cli(n11, ['status', '--json', '--subnet-file', topo.subnetFile(n11), ...direct]);
+    expect([broken.code, broken.json.problems]).toEqual([1, [`peer ${s12.subnet}: direct route missing or wrong`]]);
+    await waitFor('the direct route to be put back', () => routeTo(n11, s12.subnet)[0]?.gateway === n12.ip, 3000, 50);
+    await topo.etcdctl(['del', '/direct/network/subnets/10.55.200.0-24']);
+  });
+
+  it('a direct peer leaving: its route goes', async () => {
+    expect(await topo.stopDaemon(d12!)).toBe(0);
+    await waitFor('n11 to drop the direct route', () => routeTo(n11, s12.subnet).length === 0, 5000, 50);
+    expect(await topo.stopDaemon(d11!)).toBe(0);
+  });
+});

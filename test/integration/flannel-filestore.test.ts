@@ -1,10 +1,15 @@
 // vxlan-flannel with the embedded lease store (a shared directory, no etcd):
 // the same topology as the etcd suite, plus lease files written by hand,
 // expiry and renewal, restarts, and what a bad config or a full pool does.
+// Then flanneld's settings on two more nodes of another network: Backend.MTU,
+// GBP and Learning, --ip-masq's rules (iptables, then nftables), forward
+// rules under a FORWARD policy of DROP, the resync, /healthz, a flag from
+// FLANNELD_<FLAG>, and the rules' removal with --release-on-exit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, Host, NETWORK, Pod, Topology, sleep, waitFor, printDaemonLogsOnFailure } from './flannel-topology';
+import { DaemonHandle, FLANNEL, Host, NETWORK, Pod, Topology, runIn, sleep, waitFor, printDaemonLogsOnFailure } from './flannel-topology';
+import { sh } from './helpers';
 
 let topo: Topology;
 let leaseDir: string;
@@ -13,6 +18,7 @@ let n1: Host, n2: Host, n3: Host;
 let d1: DaemonHandle, d2: DaemonHandle, d3: DaemonHandle;
 let s1: { subnet: string; vtepIP: string }, s2: { subnet: string; vtepIP: string }, s3: { subnet: string; vtepIP: string };
 let p1: Pod, p2: Pod;
+let d6: DaemonHandle | undefined, d7: DaemonHandle | undefined;
 
 const leaseFile = (subnet: string) => join(leaseDir, 'subnets', subnet.replace('/', '-'));
 const vtepMac = (node: Host) => topo.json(node.ns, 'link show dev flannel.1')[0].address as string;
@@ -42,7 +48,7 @@ beforeAll(async () => {
   await topo.waitMesh([{ node: n1, subnet: s1.subnet }, { node: n2, subnet: s2.subnet }]);
 }, 60_000);
 
-printDaemonLogsOnFailure(() => ({ d1, d2 }));
+printDaemonLogsOnFailure(() => ({ d1, d2, d6, d7 }));
 
 afterAll(async () => {
   await topo?.cleanup();
@@ -170,4 +176,155 @@ describe('vxlan-flannel with the embedded file store', () => {
     expect(await topo.stopDaemon(d4)).toBe(0);
     await sleep(0);
   }, 90_000);
+});
+
+describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward rules, /healthz, FLANNELD_<FLAG>', () => {
+  const COMPAT_NET = '10.66.0.0/16';
+  const HEALTHZ_PORT = 8471;
+  let n6: Host, n7: Host, world: Host;
+  let compat: string[];
+  let s6: { subnet: string; vtepIP: string }, s7: { subnet: string; vtepIP: string };
+  let p6: Pod, p7: Pod;
+  const inNs = (h: { path: string }, argv: string[]) => sh(['nsenter', `--net=${h.path}`, '--', ...argv]);
+  /** Our iptables rules on a node (both tables), as iptables-save prints them. */
+  const iptRules = (h: Host) => ['nat', 'filter'].flatMap((t) => inNs(h, ['iptables-save', '-t', t]).split('\n')).filter((l) => /FLANNEL|flanneld/.test(l));
+  const nftTables = (h: Host) => inNs(h, ['nft', 'list', 'tables']).split('\n').filter((l) => l.includes('flannel'));
+  /** GET http://<ip>:<port><path> from inside n6: "<status> <body>". */
+  const healthz = (path: string, before = '') =>
+    topo.nodeIn(n6, `${before}fetch('http://${n6.ip}:${HEALTHZ_PORT}${path}').then(async (r) => console.log(r.status, (await r.text()).trim()), (e) => console.log('error', e.message))`);
+  /** n6's daemon: its underlay named by FLANNELD_IFACE only (n6 has no default route: nothing else could pick it). */
+  const startD6 = (extra: string[] = []) =>
+    topo.startDaemon(
+      n6,
+      compat,
+      ['--ip-masq', '--iptables-resync', '1', '--healthz-ip', n6.ip, '--healthz-port', String(HEALTHZ_PORT), '--reconcile-interval', '3', ...extra],
+      { iface: false, env: { FLANNELD_IFACE: 'eth0' } },
+    );
+
+  beforeAll(async () => {
+    n6 = topo.addHost('n6', 6);
+    n7 = topo.addHost('n7', 7);
+    world = topo.addHost('world', 50); // outside the cluster network: sees what leaves the cluster
+    compat = ['--lease-dir', join(topo.tmp.path, 'leases-compat')];
+    const set = await topo.cli(n6, ['network', 'set', '--network', COMPAT_NET, '--mtu', '1400', '--gbp', '--learning', ...compat]);
+    expect(set.code, set.stderr).toBe(0);
+    d6 = startD6();
+    d7 = topo.startDaemon(n7, compat, ['--ip-masq']);
+    [s6, s7] = await Promise.all([topo.waitSubnet(d6), topo.waitSubnet(d7)]);
+    await topo.waitMesh([{ node: n6, subnet: s6.subnet }, { node: n7, subnet: s7.subnet }]);
+    // a default route through the node, as kube-flannel's config gives pods: the world is reachable
+    p6 = await topo.addPod(n6, { delegate: { isDefaultGateway: true } });
+    p7 = await topo.addPod(n7, { delegate: { isDefaultGateway: true } });
+    await Promise.all([topo.startPeerEcho(p7, 7000), topo.startPeerEcho(world, 7000)]);
+  }, 60_000);
+
+  it('Backend.MTU 1400 is the underlay\'s: VTEP 1350, FLANNEL_MTU 1350, and full-size packets cross; GBP and Learning are on the VTEP', async () => {
+    const [link] = topo.json(n6.ns, '-d link show dev flannel.1');
+    expect(link.mtu).toBe(1350);
+    expect(link.linkinfo.info_data).toMatchObject({ gbp: true, learning: true });
+    expect(readFileSync(topo.subnetFile(n6), 'utf8')).toBe(`FLANNEL_NETWORK=${COMPAT_NET}\nFLANNEL_SUBNET=${s6.vtepIP.replace(/\.0$/, '.1')}/24\nFLANNEL_MTU=1350\nFLANNEL_IPMASQ=true\n`);
+    expect(topo.json(p6.ns, 'link show dev eth0')[0].mtu).toBe(1350);
+    expect(await topo.ping(p6, p7.ip, { size: 1350 - 28, dontFragment: true })).toBe(true);
+    expect(await topo.ping(p6, p7.ip, { size: 1350 - 28 + 1, dontFragment: true, timeoutS: 1, attempts: 1 })).toBe(false);
+  });
+
+  it('a flag from FLANNELD_<FLAG>: FLANNELD_IFACE picked the underlay; a bad one is refused naming the variable', async () => {
+    expect(d6!.log()).toMatch(/underlay eth0: local 192\.168\.88\.6/);
+    const bad = await runIn(n6.path, [FLANNEL, 'daemon', ...compat, '--subnet-file', join(topo.tmp.path, 'unused.env')], { FLANNELD_IFACE: 'eth9' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/fatal: no interface matches --iface eth9/);
+    const env = await runIn(n6.path, [FLANNEL, 'daemon', ...compat], { FLANNELD_IPTABLES_FORWARD_RULES: 'maybe' });
+    expect([env.code, env.stderr]).toEqual([1, 'vxlan-flannel: FLANNELD_IPTABLES_FORWARD_RULES: --iptables-forward-rules must be true or false, got "maybe"\n']);
+  });
+
+  it('--ip-masq: a pod on another node sees the pod\'s own address, a host outside the cluster sees the node\'s; the bridge adds no masquerade of its own', async () => {
+    expect(await topo.addressSeenBy(p6, p7.ip, 7000)).toBe(p6.ip);
+    expect(await topo.addressSeenBy(p7, world.ip, 7000)).toBe(n7.ip);
+    expect(await topo.addressSeenBy(p6, world.ip, 7000)).toBe(n6.ip);
+    const nat = inNs(n6, ['iptables-save', '-t', 'nat']);
+    expect(nat).toContain(`-A FLANNEL-POSTRTG -s ${s6.subnet} -d ${COMPAT_NET} -m comment --comment "flanneld masq" -j RETURN`);
+    expect(nat).toContain(`-A FLANNEL-POSTRTG -s ${COMPAT_NET} ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`);
+    expect(nat).not.toMatch(/CNI-|cni-ts/); // FLANNEL_IPMASQ=true: the delegate's ipMasq is off
+  });
+
+  it('a rule deleted by hand comes back within --iptables-resync (1 s)', async () => {
+    inNs(n6, ['iptables', '-t', 'nat', '-D', 'FLANNEL-POSTRTG', '-s', s6.subnet, '-d', COMPAT_NET, '-m', 'comment', '--comment', 'flanneld masq', '-j', 'RETURN']);
+    inNs(n6, ['iptables', '-t', 'filter', '-D', 'FORWARD', '-m', 'comment', '--comment', 'flanneld forward', '-j', 'FLANNEL-FWD']);
+    const { ms } = await waitFor('the rules to be put back', () => {
+      const rules = iptRules(n6).join('\n');
+      return rules.includes(`-s ${s6.subnet} -d ${COMPAT_NET}`) && rules.includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD');
+    }, 3000, 50);
+    expect(ms).toBeLessThan(2000);
+    expect(d6!.log()).toMatch(/IPv4 masquerade rules \(iptables\) had been changed or removed: put back/);
+    expect(d6!.log()).toMatch(/IPv4 forward rules \(iptables\) had been changed or removed: put back/);
+  });
+
+  it('/healthz: 200 while the lease is held and the VTEP up, 503 naming the VTEP when it is deleted by hand until the reconcile repairs it; /readyz 200', async () => {
+    expect(await healthz('/healthz')).toBe('200 ok: lease held, VTEPs up');
+    expect(await healthz('/readyz')).toBe('200 vxlan-flannel is ready');
+    // deleted and asked about in one process: the answer comes before the next reconcile (every 3 s) repairs it
+    const gone = await healthz('/healthz', "require('child_process').execFileSync('ip', ['link', 'del', 'flannel.1']); ");
+    expect(gone).toMatch(/^503 no VTEP holds 10\.66\.\d+\.0\/32/);
+    const { ms } = await waitFor('the VTEP to be repaired and /healthz to say so', async () => (await healthz('/healthz')).startsWith('200'), 8000, 200);
+    expect(ms).toBeLessThan(4000);
+    expect(d6!.log()).toMatch(/VTEP flannel.1 was missing \(.*\): recreated/);
+    expect(await topo.ping(p7, p6.ip)).toBe(true);
+  });
+
+  it('--iptables-forward-rules (the default) carries pods\' traffic through a FORWARD policy of DROP (as Docker sets it); with =false it does not', async () => {
+    for (const h of [n6, n7]) inNs(h, ['iptables', '-P', 'FORWARD', 'DROP']);
+    try {
+      expect(await topo.ping(p6, p7.ip)).toBe(true);
+      expect(await topo.addressSeenBy(p7, world.ip, 7000)).toBe(n7.ip);
+      // n7 without the forward rules: they are removed at its start, and the DROP policy stops its pod's traffic
+      expect(await topo.stopDaemon(d7!)).toBe(0);
+      d7 = topo.startDaemon(n7, compat, ['--ip-masq', '--iptables-forward-rules=false']);
+      await waitFor('d7 to run', () => /running:/.test(d7!.log().split('SIGTERM').at(-1)!), 20_000);
+      expect(d7.log()).toMatch(/removed our IPv4 forward rules \(iptables\): not asked for/);
+      expect(iptRules(n7).filter((l) => l.includes('FLANNEL-FWD'))).toEqual([]);
+      expect(await topo.ping(p6, p7.ip, { attempts: 1, timeoutS: 1 })).toBe(false);
+      expect(await topo.stopDaemon(d7)).toBe(0);
+      d7 = topo.startDaemon(n7, compat, ['--ip-masq']);
+      await waitFor('d7 to run again', () => /running:/.test(d7!.log().split('SIGTERM').at(-1)!), 20_000);
+      expect(await topo.ping(p6, p7.ip)).toBe(true);
+    } finally {
+      // nftables' accept cannot overrule an iptables DROP policy at the same hook (flanneld's rules neither): off for what follows
+      for (const h of [n6, n7]) inNs(h, ['iptables', '-P', 'FORWARD', 'ACCEPT']);
+    }
+  });
+
+  it('EnableNFTables: restarted, the daemons move their rules to nftables (the iptables ones go) and masquerade alike', async () => {
+    const set = await topo.cli(n6, ['network', 'set', '--network', COMPAT_NET, '--mtu', '1400', '--gbp', '--learning', '--enable-nftables', ...compat]);
+    expect(set.code, set.stderr).toBe(0);
+    for (const d of [d6!, d7!]) expect(await topo.stopDaemon(d)).toBe(0);
+    expect(iptRules(n6).length).toBeGreaterThan(0); // a plain stop leaves the rules, as flanneld does
+    d6 = startD6();
+    d7 = topo.startDaemon(n7, compat, ['--ip-masq']);
+    for (const d of [d6, d7]) await waitFor(`${d.node.name} to run`, () => /running:/.test(d.log().split('SIGTERM').at(-1)!), 20_000);
+    for (const h of [n6, n7]) {
+      expect(iptRules(h)).toEqual([]);
+      expect(nftTables(h)).toEqual(['table ip flannel-ipv4']);
+    }
+    expect(d6.log()).toMatch(/removed our IPv4 masquerade rules \(iptables\): this run uses nftables/);
+    expect(inNs(n6, ['nft', 'list', 'chain', 'ip', 'flannel-ipv4', 'postrtg'])).toContain(`ip saddr ${COMPAT_NET} ip daddr != 224.0.0.0/4 masquerade fully-random`);
+    expect(await topo.addressSeenBy(p6, p7.ip, 7000)).toBe(p6.ip);
+    expect(await topo.addressSeenBy(p6, world.ip, 7000)).toBe(n6.ip);
+    // a chain deleted by hand comes back
+    inNs(n6, ['nft', 'delete', 'chain', 'ip', 'flannel-ipv4', 'forward']);
+    await waitFor('the nftables forward chain to be put back', () => inNs(n6, ['nft', 'list', 'table', 'ip', 'flannel-ipv4']).includes('chain forward'), 3000, 50);
+  });
+
+  it('--release-on-exit removes the rules with the lease, VTEP and subnet.env; a plain stop keeps them', async () => {
+    expect(await topo.stopDaemon(d7!)).toBe(0);
+    expect(nftTables(n7)).toEqual(['table ip flannel-ipv4']);
+    expect(await topo.stopDaemon(d6!)).toBe(0);
+    d6 = startD6(['--release-on-exit']);
+    await waitFor('d6 to run', () => /running:/.test(d6!.log().split('SIGTERM').at(-1)!), 20_000);
+    expect(await topo.stopDaemon(d6)).toBe(0);
+    expect(nftTables(n6)).toEqual([]);
+    expect(iptRules(n6)).toEqual([]);
+    expect(topo.json(n6.ns, 'link show type vxlan')).toEqual([]);
+    expect(existsSync(topo.subnetFile(n6))).toBe(false);
+    expect(d6.log()).toMatch(/removed our IPv4 masquerade rules \(nftables\): the node leaves/);
+  });
 });

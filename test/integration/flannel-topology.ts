@@ -247,17 +247,22 @@ export class Topology {
     return join(this.tmp.path, node.name, 'subnet.env');
   }
 
-  /** Starts the daemon inside the node's namespace; its log goes to <tmp>/<node>/daemon.log. */
-  startDaemon(node: Host, storeArgs: string[], extra: string[] = []): DaemonHandle {
+  /**
+   * Starts the daemon inside the node's namespace; its log goes to
+   * <tmp>/<node>/daemon.log. `--iface eth0` unless `opts.iface` is false
+   * (e.g. given as FLANNELD_IFACE in `opts.env`, added to the environment).
+   */
+  startDaemon(node: Host, storeArgs: string[], extra: string[] = [], opts: { iface?: false; env?: Record<string, string> } = {}): DaemonHandle {
     const dir = join(this.tmp.path, node.name);
     mkdirSync(dir, { recursive: true });
     const logFile = join(dir, 'daemon.log');
     const fd = openSync(logFile, 'a');
     const subnetFile = this.subnetFile(node);
+    const iface = opts.iface === false ? [] : ['--iface', 'eth0'];
     const proc = spawn(
       'nsenter',
-      [`--net=${node.path}`, '--', FLANNEL, 'daemon', '--iface', 'eth0', '--subnet-file', subnetFile, '--reconcile-interval', '1', ...storeArgs, ...extra],
-      { stdio: ['ignore', fd, fd] },
+      [`--net=${node.path}`, '--', FLANNEL, 'daemon', ...iface, '--subnet-file', subnetFile, '--reconcile-interval', '1', ...storeArgs, ...extra],
+      { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } },
     );
     closeSync(fd);
     this.procs.push(proc);
@@ -320,13 +325,13 @@ export class Topology {
     return runIn(node.path, [FLANNEL], { CNI_COMMAND: command, CNI_PATH: this.cniBin, ...env }, JSON.stringify(conf));
   }
 
-  /** A pod namespace attached to the overlay through the plugin (ADD), returning its address. */
-  async addPod(node: Host): Promise<Pod> {
+  /** A pod namespace attached to the overlay through the plugin (ADD), returning its address; `extra` goes into its CNI config. */
+  async addPod(node: Host, extra: Record<string, unknown> = {}): Promise<Pod> {
     const name = `p${++this.podSeq}`;
     const ns = `${this.prefix}-${name}`;
     const path = this.netns(ns);
     const id = `${this.prefix}-ctr-${name}`;
-    const r = await this.plugin(node, 'ADD', this.cniConfig(node), { CNI_CONTAINERID: id, CNI_NETNS: path, CNI_IFNAME: 'eth0' });
+    const r = await this.plugin(node, 'ADD', this.cniConfig(node, extra), { CNI_CONTAINERID: id, CNI_NETNS: path, CNI_IFNAME: 'eth0' });
     if (r.code !== 0) throw new Error(`ADD ${name} on ${node.name} failed (${r.code}): ${r.stdout} ${r.stderr}`);
     const addrs = (r.json.ips as { address: string }[]).map((i) => i.address.split('/')[0]);
     const ip6 = addrs.find((a) => a.includes(':'));
@@ -356,6 +361,38 @@ export class Topology {
       if ((await runIn(from.path, [...args, to])).code === 0) return true;
     }
     return false;
+  }
+
+  /**
+   * A TCP server in a namespace on `port` that answers each connection with
+   * the address it came from and closes it: what a peer sees of a sender
+   * (masqueraded or not). Resolves once it listens; cleanup() stops it.
+   */
+  async startPeerEcho(at: { path: string }, port: number): Promise<void> {
+    const script = "require('net').createServer((s) => s.end(s.remoteAddress.replace(/^::ffff:/, ''))).listen(+process.argv[1], () => console.log('listening'))";
+    const proc = spawn('nsenter', [`--net=${at.path}`, '--', process.execPath, '-e', script, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    this.procs.push(proc);
+    await new Promise<void>((resolve, reject) => {
+      proc.stdout!.once('data', () => resolve());
+      proc.once('exit', (code) => reject(new Error(`the echo server in ${at.path} exited (${code})`)));
+    });
+  }
+
+  /** Connects from a namespace to a startPeerEcho server; resolves with the address it reported. */
+  async addressSeenBy(from: { path: string }, host: string, port: number): Promise<string> {
+    const script =
+      "const s = require('net').connect(+process.argv[2], process.argv[1]); let d = ''; s.on('data', (c) => (d += c));" +
+      "s.on('end', () => console.log(d)); s.on('error', (e) => { console.error(e.message); process.exit(1); }); setTimeout(() => process.exit(2), 3000).unref();";
+    const r = await runIn(from.path, [process.execPath, '-e', script, host, String(port)]);
+    if (r.code !== 0) throw new Error(`connecting to ${host}:${port} failed (${r.code}): ${r.stderr}`);
+    return r.stdout.trim();
+  }
+
+  /** Runs a node script inside a namespace (e.g. an HTTP request, or a change and a request in one go); resolves with its stdout. */
+  async nodeIn(at: { path: string }, script: string): Promise<string> {
+    const r = await runIn(at.path, [process.execPath, '-e', script]);
+    if (r.code !== 0) throw new Error(`node script in ${at.path} failed (${r.code}): ${r.stderr}`);
+    return r.stdout.trim();
   }
 
   json<T = any>(ns: string, args: string): T {

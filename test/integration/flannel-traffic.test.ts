@@ -2,7 +2,7 @@
 // against the real iptables and nft, inside a throwaway network namespace:
 // present after ensure, a second ensure changes nothing, a rule deleted by
 // hand comes back, remove leaves none of ours and keeps a foreign rule in the
-// same hook. (The daemon does not call these yet: the library is tested here.)
+// same hook. (The daemon's use of them over time: flannel-filestore.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Prefix } from '../../src/net/ip';
 import { ensureForwardRules, ensureMasqRules, removeForwardRules, removeMasqRules, type TrafficBackend } from '../../src/flannel/traffic';

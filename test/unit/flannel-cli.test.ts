@@ -53,6 +53,15 @@ describe('vxlan-flannel operator commands (file store)', () => {
     expect(out).toBe(`${json}\n`);
   });
 
+  it('network set writes the vxlan backend\'s MTU, DirectRouting, GBP, Learning and EnableNFTables', async () => {
+    expect(await cli('network', 'set', '--network', '10.88.0.0/16', '--mtu', '1400', '--direct-routing', '--gbp', '--learning', '--enable-nftables')).toBe(0);
+    expect(readFileSync(join(dir, 'config'), 'utf8')).toBe(
+      '{"Network":"10.88.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan","MTU":1400,"DirectRouting":true,"GBP":true,"Learning":true}}',
+    );
+    expect(await cli('network', 'set', '--network', '10.88.0.0/16', '--mtu', '100')).toBe(1);
+    expect(err).toMatch(/--mtu must be an integer from 118 to 65535/);
+  });
+
   it('network get without a config, and network set with contradicting flags, fail with one line and nothing written', async () => {
     expect(await cli('network', 'get')).toBe(1);
     expect(err).toBe(`vxlan-flannel: file store ${dir} has no network config\n`);

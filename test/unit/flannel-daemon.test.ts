@@ -12,10 +12,13 @@ import { join } from 'node:path';
 import { Daemon, DaemonOptions } from '../../src/flannel/daemon';
 import { StoreManager } from '../../src/flannel/store-manager';
 import { RunResult, Runner, setRunner } from '../../src/iproute/exec';
+import { Prefix } from '../../src/net/ip';
+import { FakeFirewall } from './fake-firewall';
 import { MemStore } from './flannel-mem-store';
 
 // ---------------------------------------------------------------------------
-// The node: a model of what the daemon runs (`ip`, `bridge`).
+// The node: a model of what the daemon runs (`ip`, `bridge`; the firewall
+// commands are answered by FakeFirewall).
 
 interface FLink {
   name: string;
@@ -23,7 +26,7 @@ interface FLink {
   mtu: number;
   mac: string;
   up: boolean;
-  vxlan?: { id: number; local: string; link: string; port: number; learning: boolean };
+  vxlan?: { id: number; local: string; link: string; port: number; learning: boolean; gbp?: boolean };
   addrs: { family: string; local: string; prefixlen: number }[];
 }
 
@@ -32,7 +35,9 @@ class FakeNode {
   readonly links = new Map<string, FLink>();
   neigh: { dev: string; dst: string; lladdr: string }[] = [];
   fdb: { dev: string; mac: string; dst: string }[] = [];
+  /** Routes via a gateway: on a VTEP (onlink), or on eth0 (DirectRouting's). */
   routes: { dev: string; dst: string; gateway: string }[] = [];
+  readonly firewall = new FakeFirewall();
   /** Every command and batch line run, as text. */
   readonly calls: string[] = [];
   /** A batch line matching this fails with its message (as the kernel would refuse it). */
@@ -76,6 +81,8 @@ class FakeNode {
   run(argv: string[], input?: string): RunResult {
     const cmd = argv.join(' ');
     this.calls.push(cmd);
+    const fw = this.firewall.run(argv, input);
+    if (fw) return fw;
     let m: RegExpExecArray | null;
     if (cmd === 'ip -json -details addr show') return this.ok(JSON.stringify([...this.links.values()].map((l) => this.json(l))));
     if ((m = /^ip -json -details addr show dev (\S+)$/.exec(cmd))) {
@@ -87,6 +94,11 @@ class FakeNode {
     }
     if ((m = /^ip -json -4 route show dev (\S+)$/.exec(cmd))) {
       return this.ok(JSON.stringify(this.routes.filter((r) => r.dev === m![1]).map((r) => ({ dst: r.dst, gateway: r.gateway, flags: ['onlink'] }))));
+    }
+    if ((m = /^ip -json -4 route show root (\S+)$/.exec(cmd))) {
+      const within = Prefix.parse(m[1])!;
+      const routes = this.routes.filter((r) => within.contains(Prefix.parse(r.dst)!.network));
+      return this.ok(JSON.stringify(routes.map((r) => ({ dst: r.dst, gateway: r.gateway, dev: r.dev, ...(r.dev === 'eth0' ? {} : { flags: ['onlink'] }) }))));
     }
     if ((m = /^bridge -json fdb show dev (\S+)$/.exec(cmd))) {
       return this.ok(JSON.stringify(this.fdb.filter((f) => f.dev === m![1]).map((f) => ({ mac: f.mac, dst: f.dst, flags: ['self'], state: 'permanent' }))));
@@ -108,15 +120,16 @@ class FakeNode {
     const w = line.split(' ');
     const opt = (key: string) => (w.includes(key) ? w[w.indexOf(key) + 1] : undefined);
     let m: RegExpExecArray | null;
-    if ((m = /^link add name (\S+) address (\S+) mtu (\d+) type vxlan id (\d+) local (\S+) dev (\S+) dstport (\d+) nolearning$/.exec(line))) {
+    if ((m = /^link add name (\S+) address (\S+) mtu (\d+) type vxlan id (\d+) local (\S+) dev (\S+) dstport (\d+) (no)?learning( gbp)?$/.exec(line))) {
       if (this.links.has(m[1])) return 'RTNETLINK answers: File exists';
       this.links.set(m[1], {
         name: m[1], kind: 'vxlan', mac: m[2], mtu: Number(m[3]), up: false, addrs: [],
-        vxlan: { id: Number(m[4]), local: m[5], link: m[6], port: Number(m[7]), learning: false },
+        vxlan: { id: Number(m[4]), local: m[5], link: m[6], port: Number(m[7]), learning: !m[8], ...(m[9] ? { gbp: true } : {}) },
       });
       return undefined;
     }
-    const dev = opt('dev') ?? w[2];
+    // a route without a device (DirectRouting's, via a peer's public address) goes out of the underlay
+    const dev = opt('dev') ?? (w[0] === 'route' ? 'eth0' : w[2]);
     const link = this.links.get(dev);
     if (w[0] === 'link' && (w[1] === 'set' || w[1] === 'del')) {
       if (!link) return `Cannot find device "${dev}"`;
@@ -187,7 +200,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
       iface: 'eth0',
       subnetFile: join(dir, 'subnet.env'),
       reconcileMs: 60_000,
-      ipMasq: false,
+      traffic: { ipMasq: false, randomFully: true, forwardRules: false, resyncMs: 60_000 },
       releaseOnExit: false,
       log: (msg) => logs.push(msg),
       ...o,
@@ -330,6 +343,114 @@ describe('the daemon (in-memory store, model of the node)', () => {
     await daemon().start(); // periodic reconcile: every 60 s
     await waitUntil('the peer that joined before the watch to be programmed', () => node.has('10.88.3.0/24', peerMac(3), '192.168.88.3'), 1000);
     expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+  });
+
+  it('Backend.MTU is the underlay\'s: 1400 makes a VTEP of 1350, and FLANNEL_MTU follows', async () => {
+    store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","MTU":1400}}';
+    await daemon().start();
+    expect(node.links.get('flannel.1')?.mtu).toBe(1350);
+    expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/\nFLANNEL_MTU=1350\n/);
+  });
+
+  it('GBP and Learning make the VTEP with gbp and learning; a kernel that refuses is named with the field', async () => {
+    store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","GBP":true,"Learning":true}}';
+    await daemon().start();
+    expect(node.links.get('flannel.1')?.vxlan).toMatchObject({ learning: true, gbp: true });
+    await daemons.pop()!.stop();
+    node.links.delete('flannel.1');
+    node.failLine = (line) => (line.endsWith(' gbp') ? 'Error: RTNETLINK answers: Operation not supported' : undefined);
+    await expect(daemon().start()).rejects.toThrow(
+      /^cannot set up the overlay: VTEP flannel.1: .*Operation not supported \(network config fields "Backend.GBP" and "Backend.Learning" ask for a VXLAN feature: does this kernel support it\?\)$/,
+    );
+  });
+
+  it('DirectRouting: a peer on eth0\'s subnet gets a plain route via its address (no neighbour, no FDB entry); another peer stays on VXLAN; off again, the direct route goes', async () => {
+    store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}';
+    store.put('10.88.2.0-24', peerValue(2), 600); // 192.168.88.2: on eth0's 192.168.88.0/24
+    store.put('10.88.3.0-24', peerValue(3).replace('192.168.88.3', '192.168.99.3'), 600); // another underlay subnet
+    await daemon().start();
+    expect(node.routes).toContainEqual({ dev: 'eth0', dst: '10.88.2.0/24', gateway: '192.168.88.2' });
+    expect(node.neigh.map((n) => n.dst)).toEqual(['10.88.3.0']);
+    expect(node.fdb.map((f) => f.mac)).toEqual([peerMac(3)]);
+    expect(node.has('10.88.3.0/24', peerMac(3), '192.168.99.3')).toBe(true);
+    expect(logs.join('\n')).toMatch(/DirectRouting \(peers on 192.168.88.0\/24 routed directly\)/);
+    // restarted with DirectRouting off: the direct route is found and replaced by VXLAN
+    await daemons.pop()!.stop();
+    store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}';
+    await daemon().start();
+    expect(node.routes.filter((r) => r.dev === 'eth0')).toEqual([]);
+    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+  });
+
+  it('--ip-masq and forward rules: put in place at start (FLANNEL_IPMASQ=true), put back on resync, kept on a plain stop, removed with --release-on-exit', async () => {
+    const fw = node.firewall;
+    const traffic = { ipMasq: true, randomFully: true, forwardRules: true, resyncMs: 30 };
+    const d = daemon({ traffic });
+    await d.start();
+    const subnet = /FLANNEL_SUBNET=10\.88\.(\d+)\.1/.exec(readFileSync(join(dir, 'subnet.env'), 'utf8'))![1];
+    expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/\nFLANNEL_IPMASQ=true\n$/);
+    const rules = fw.rules(4);
+    expect(rules).toContain('-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG');
+    expect(rules).toContain(`-A FLANNEL-POSTRTG -s 10.88.${subnet}.0/24 -d 10.88.0.0/16 -m comment --comment "flanneld masq" -j RETURN`);
+    expect(rules).toContain('-A FLANNEL-POSTRTG -s 10.88.0.0/16 ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully');
+    expect(rules).toContain('-A FLANNEL-FWD -d 10.88.0.0/16 -m comment --comment "flanneld forward" -j ACCEPT');
+    expect(fw.rules(6)).toEqual([]); // an IPv4 overlay: no IPv6 rules
+    expect(logs).toContain('keeping IPv4 masquerade and forward rules (iptables), checked every 0.03 s');
+    // nothing to do while all is in place: one listing per table, no restore
+    const restores = () => fw.calls.filter((c) => c.startsWith('iptables-restore')).length;
+    const before = restores();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(restores()).toBe(before);
+    // a rule deleted by hand comes back
+    fw.ipt.get('4 filter')!.get('FORWARD')!.length = 0;
+    await waitUntil('the FORWARD jump to be put back', () => fw.rules(4).includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD'), 1000);
+    expect(logs).toContain('IPv4 forward rules (iptables) had been changed or removed: put back');
+    await daemons.pop()!.stop();
+    expect(fw.rules(4)).toEqual(rules); // a plain stop leaves them, as flanneld does
+    const leaving = daemon({ traffic, releaseOnExit: true });
+    await leaving.start();
+    await daemons.pop()!.stop();
+    expect(fw.rules(4)).toEqual([]);
+    expect(logs).toContain('removed our IPv4 masquerade rules (iptables): the node leaves');
+  });
+
+  it('at start: the other backend\'s rules of ours go, and so do the kinds the flags no longer ask for; masquerading is not fully random where flanneld would not make it so', async () => {
+    const fw = node.firewall;
+    // an earlier run in nftables mode, and one in iptables mode with --ip-masq
+    fw.run(['nft', '-f', '-'], 'add table ip flannel-ipv4\nadd chain ip flannel-ipv4 postrtg { type nat hook postrouting priority srcnat; }\n');
+    fw.run(['iptables-restore', '-w', '--noflush'], '*nat\n:FLANNEL-POSTRTG - [0:0]\n-A FLANNEL-POSTRTG -s 10.88.0.0/16 -j RETURN\n-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG\nCOMMIT\n');
+    fw.iptablesVersion = '1.6.1';
+    await daemon({ traffic: { ipMasq: false, randomFully: true, forwardRules: true, resyncMs: 60_000 } }).start();
+    expect(fw.nft.size).toBe(0);
+    expect(fw.rules(4).filter((r) => r.includes('POSTRTG'))).toEqual([]);
+    expect(logs).toEqual(expect.arrayContaining(['removed our IPv4 masquerade rules (nftables): this run uses iptables', 'removed our IPv4 masquerade rules (iptables): not asked for']));
+    expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/\nFLANNEL_IPMASQ=false\n$/);
+    await daemons.pop()!.stop();
+    // EnableNFTables, --ip-masq, an iptables too old for --random-fully: nftables decides by itself
+    store.config = '{"Network":"10.88.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan"}}';
+    fw.nftNoFullyRandom = true;
+    await daemon({ traffic: { ipMasq: true, randomFully: true, forwardRules: true, resyncMs: 60_000 } }).start();
+    expect([...fw.nft.get('ip flannel-ipv4')!.keys()].sort()).toEqual(['forward', 'postrtg']);
+    expect(fw.rules(4).filter((r) => r.includes('FLANNEL'))).toEqual([]);
+    expect(logs.join('\n')).toMatch(/masquerading without --random-fully, as flanneld would here: nft -c -f - failed .*Operation not supported/);
+    const masq = fw.calls.filter((c) => c.startsWith('nft -f -') && c.includes('masquerade'));
+    expect(masq).toHaveLength(1);
+    expect(masq[0]).toMatch(/ masquerade comment/);
+    expect(masq[0]).not.toMatch(/fully-random/);
+  });
+
+  it('health: 503 reasons until the lease is held and the VTEP is up; a deleted VTEP is reported until repaired; ready once started', async () => {
+    const d = daemon({ reconcileMs: 60_000 });
+    expect([await d.health(), d.ready()]).toEqual(['starting: no lease yet', false]);
+    await d.start();
+    expect([await d.health(), d.ready()]).toEqual([undefined, true]);
+    node.links.delete('flannel.1');
+    expect(await d.health()).toMatch(/^no VTEP holds 10\.88\.\d+\.0\/32/);
+    store.put('10.88.200.0-24', peerValue(9), 600); // any change: a reconcile repairs the VTEP
+    await waitUntil('the VTEP to be repaired', () => node.links.has('flannel.1'), 1000);
+    expect(await d.health()).toBeUndefined();
+    await d.stop();
+    expect([await d.health(), d.ready()]).toEqual(['stopping', false]);
   });
 });
 

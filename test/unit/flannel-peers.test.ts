@@ -221,6 +221,11 @@ describe('DirectRouting', () => {
     expect(plan.ipLast).toEqual([['route', 'replace', '10.88.2.0/24', 'via', '192.168.88.7']]);
   });
 
+  it('a route for the whole network (or wider) via a gateway is not ours: never removed', () => {
+    const actual: Actual = { ...empty, direct: [{ dst: '10.88.0.0/16', gateway: '192.168.88.254', dev: 'eth0' }] };
+    expect(planPeers([], actual, 'flannel.1', net, underlay).changes).toEqual([]);
+  });
+
   it('an IPv6 underlay prefix does not make an IPv4 peer direct', () => {
     expect(planPeers(desiredPeers([A], self, net).peers, empty, 'flannel.1', net, [P('fd00::/64')]).ipLast).toContainEqual(['route', 'replace', '10.88.2.0/24', 'via', '10.88.2.0', 'dev', 'flannel.1', 'onlink']);
   });

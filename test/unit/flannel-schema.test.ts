@@ -43,6 +43,17 @@ describe('network config (flannel\'s defaults and checks)', () => {
     expect(poolSize(v4)).toBe(255n);
     expect(c.mtu).toBeUndefined();
     expect(c.v6).toBeUndefined();
+    expect([c.directRouting, c.gbp, c.learning, c.nftables]).toEqual([false, false, false, false]);
+  });
+  it('reads the vxlan backend\'s DirectRouting, GBP and Learning, and EnableNFTables', () => {
+    const c = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan","DirectRouting":true,"GBP":true,"Learning":true}}');
+    expect([c.directRouting, c.gbp, c.learning, c.nftables]).toEqual([true, true, true, true]);
+  });
+  it('matches field names as Go\'s encoding/json does: the exact name, else any case (flannel\'s own tags are "mtu", "directRouting")', () => {
+    const c = parseNetworkConfig('{"network":"10.88.0.0/16","enableNFTables":true,"backend":{"type":"vxlan","vni":3,"mtu":1400,"directRouting":true,"gbp":true}}');
+    expect([c.v4?.network.toString(), c.vni, c.mtu, c.directRouting, c.gbp, c.learning, c.nftables]).toEqual(['10.88.0.0/16', 3, 1400, true, true, false, true]);
+    // the exact spelling wins over another case
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","mtu":1300,"MTU":1400}}').mtu).toBe(1400);
   });
   it('splits small networks in four, keeps explicit values', () => {
     expect(parseNetworkConfig('{"Network":"10.88.0.0/26","Backend":{"Type":"vxlan"}}').v4!.subnetLen).toBe(28);
@@ -72,6 +83,12 @@ describe('network config (flannel\'s defaults and checks)', () => {
     ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","VNI":"1"}}', /Backend.VNI/],
     ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","Port":70000}}', /Backend.Port/],
     ['{"Network":"10.88.0.0/16","EnableIPv6":true}', /IPv6/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","DirectRouting":"true"}}', /field "Backend.DirectRouting" must be true or false, got "true"/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","GBP":1}}', /field "Backend.GBP" must be true or false/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","Learning":"yes"}}', /field "Backend.Learning" must be true or false/],
+    ['{"Network":"10.88.0.0/16","EnableNFTables":"false","Backend":{"Type":"vxlan"}}', /field "EnableNFTables" must be true or false/],
+    // Backend.MTU is the underlay's: an IPv4 VTEP needs 68 + 50
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","MTU":117}}', /"Backend.MTU" must be an integer from 118 to 65535, got 117/],
   ])('rejects %s', (text, msg) => {
     expect(() => parseNetworkConfig(text)).toThrow(ConfigError);
     expect(() => parseNetworkConfig(text)).toThrow(msg);
@@ -81,6 +98,9 @@ describe('network config (flannel\'s defaults and checks)', () => {
       '{"Network":"10.88.0.0/16","SubnetLen":24,"Backend":{"Type":"vxlan","VNI":7,"Port":4789}}',
     );
     expect(() => formatNetworkConfig({ network: '10.88.0.0/16', subnetLen: 16 })).toThrow(/four/);
+    expect(formatNetworkConfig({ network: '10.88.0.0/16', mtu: 1400, directRouting: true, gbp: true, learning: true, nftables: true })).toBe(
+      '{"Network":"10.88.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan","MTU":1400,"DirectRouting":true,"GBP":true,"Learning":true}}',
+    );
   });
   it('network set writes SubnetMin/SubnetMax (and the IPv6 pair), checked as the daemon checks them', () => {
     const text = formatNetworkConfig({ network: '10.88.0.0/16', subnetMin: '10.88.1.0', subnetMax: '10.88.99.0' });
@@ -164,7 +184,7 @@ describe('IPv6 network config (EnableIPv6, IPv6Network, IPv6SubnetLen, IPv6Subne
     ['{"EnableIPv4":false,"Network":"10.88.0.0/16"}', /both false/],
     ['{"EnableIPv4":false,"EnableIPv6":true}', /"IPv6Network" is missing/],
     ['{"EnableIPv6":true,"IPv6Network":"fd88::/48"}', /"Network" is missing/],
-    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","Backend":{"Type":"vxlan","MTU":1200}}', /"Backend.MTU" must be an integer from 1280/],
+    ['{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/48","Backend":{"Type":"vxlan","MTU":1200}}', /"Backend.MTU" must be an integer from 1350/] // IPv6 VTEP: 1280 + 70,
   ])('rejects %s', (text, msg) => {
     expect(() => parseNetworkConfig(text)).toThrow(ConfigError);
     expect(() => parseNetworkConfig(text)).toThrow(msg);

@@ -33,9 +33,20 @@ describe('planSides', () => {
     ]);
   });
 
-  it('Backend.MTU is both VTEPs\' MTU', () => {
-    const cfg = parseNetworkConfig(DUAL.replace('"Port":4789', '"Port":4789,"MTU":1300'));
-    expect(planSides(cfg, both).map((p) => p.vtep.mtu)).toEqual([1300, 1300]);
+  it('Backend.MTU is the underlay\'s MTU, as flannel reads it: each VTEP gets it less its encapsulation', () => {
+    const cfg = parseNetworkConfig(DUAL.replace('"Port":4789', '"Port":4789,"MTU":1400'));
+    expect(planSides(cfg, both).map((p) => p.vtep.mtu)).toEqual([1350, 1330]);
+    // never above what the underlay carries: the kernel clamps a VXLAN device to it (flanneld's too)
+    const big = parseNetworkConfig(V4.replace('"vxlan"', '"vxlan","MTU":9000'));
+    expect(planSides(big, both).map((p) => p.vtep.mtu)).toEqual([1450]);
+    // the smallest Backend.MTU a dual-stack config takes gives the IPv6 VTEP its minimum
+    expect(planSides(parseNetworkConfig(DUAL.replace('"Port":4789', '"Port":4789,"MTU":1350')), both).map((p) => p.vtep.mtu)).toEqual([1300, 1280]);
+  });
+
+  it('GBP and Learning go on every VTEP; absent, neither is asked for', () => {
+    const cfg = parseNetworkConfig(DUAL.replace('"Port":4789', '"Port":4789,"GBP":true,"Learning":true'));
+    expect(planSides(cfg, both).map((p) => [p.vtep.gbp, p.vtep.learning])).toEqual([[true, true], [true, true]]);
+    expect(planSides(parseNetworkConfig(DUAL), both).map((p) => ['gbp' in p.vtep, 'learning' in p.vtep])).toEqual([[false, false], [false, false]]);
   });
 
   it('refuses an underlay without a family the config enables, and a VTEP MTU below the family\'s minimum', () => {

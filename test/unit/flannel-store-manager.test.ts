@@ -162,6 +162,16 @@ describe('the lease keeper', () => {
     expect(logs).toContain(`renewed lease ${day.subnet} for 86400 s`);
   });
 
+  it('--subnet-lease-renew-margin: renews that long before expiry, at most half the TTL', async () => {
+    expect([renewMarginS(86400, 1800), renewMarginS(100, 1800), renewRetryMs(86400, 300)]).toEqual([1800, 50, 30_000]);
+    const lease = await new StoreManager(store, { leaseTtlS: 86400, renewMarginS: 1800 }).acquireLease(cfg, attrsOf(1), { log: (m) => logs.push(m), resync: () => {} });
+    held.push(lease);
+    await vi.advanceTimersByTimeAsync((86400 - 1800) * 1000 - 1);
+    expect(renewals()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(renewals()).toEqual([`renew ${key(lease)} ttl=86400`]);
+  });
+
   it('a renewal that fails is retried every TTL/20 (1 s to 1 min), logged once until it succeeds', async () => {
     expect([renewRetryMs(100), renewRetryMs(10), renewRetryMs(86400)]).toEqual([5000, 1000, 60_000]);
     const lease = await keep(100);
