@@ -9,6 +9,8 @@ import { NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig'
 import { withStore } from '../flannel/open-store';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
+import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
+import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube-manager';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -19,6 +21,18 @@ interface StoreFlags {
   etcdUsername?: string;
   etcdPassword?: string;
   leaseDir: string;
+  kubeSubnetMgr: boolean;
+}
+
+interface KubeFlags {
+  kubeSubnetMgr: boolean;
+  kubeconfigFile?: string;
+  kubeApiUrl?: string;
+  kubeAnnotationPrefix: string;
+  netConfigPath: string;
+  nodeName?: string;
+  /** The daemon's only. */
+  setNodeNetworkUnavailable?: boolean;
 }
 
 function intArg(name: string, min: number, max: number) {
@@ -37,7 +51,7 @@ function ipArg(name: string) {
 }
 
 /** The daemon's flags as commander hands them over. */
-interface DaemonFlags extends StoreFlags {
+interface DaemonFlags extends StoreFlags, KubeFlags {
   iface?: string[];
   ifaceRegex?: string[];
   ifaceCanReach?: string;
@@ -53,11 +67,14 @@ interface DaemonFlags extends StoreFlags {
   healthzPort: number;
   leaseTtl: number;
   reconcileInterval: number;
+  ipBlackholeRoute: boolean;
   releaseOnExit: boolean;
+  setNodeNetworkUnavailable: boolean;
 }
 
 function storeFlags(cmd: Command): Command {
   return cmd
+    .addOption(boolOption('--kube-subnet-mgr', 'leases are the Kubernetes Nodes\' pod CIDRs, not a store (daemon, status; the store commands refuse it)', false))
     .option('--etcd-endpoints <urls>', 'etcd endpoints, comma-separated (http://10.0.0.1:2379,...); without it, the embedded file store')
     .option('--etcd-prefix <prefix>', 'etcd key prefix', DEFAULT_PREFIX)
     .option('--etcd-cafile <file>', 'CA certificate for etcd TLS')
@@ -66,6 +83,39 @@ function storeFlags(cmd: Command): Command {
     .option('--etcd-username <name>', 'etcd user')
     .addOption(new Option('--etcd-password <password>', 'etcd password').env('ETCD_PASSWORD'))
     .option('--lease-dir <dir>', 'the embedded store\'s directory (when no --etcd-endpoints)', DEFAULT_LEASE_DIR);
+}
+
+/** flanneld's Kubernetes flags (used with --kube-subnet-mgr). */
+function kubeFlags(cmd: Command): Command {
+  return cmd
+    .option('--kubeconfig-file <file>', 'kubeconfig to reach the API with (default: the in-cluster service account)')
+    .option('--kube-api-url <url>', 'the API server\'s URL (replaces the kubeconfig\'s server)')
+    .option('--kube-annotation-prefix <prefix>', 'prefix of the Node annotations flannel writes and reads', DEFAULT_ANNOTATION_PREFIX)
+    .option('--net-config-path <path>', 'the network config (kube-flannel\'s net-conf.json)', DEFAULT_NET_CONF_PATH)
+    .addOption(new Option('--node-name <name>', 'this node\'s Node (without it: the node of pod $POD_NAMESPACE/$POD_NAME)').env('NODE_NAME'));
+}
+
+function kubeOptions(f: KubeFlags): KubeOptions | undefined {
+  if (!f.kubeSubnetMgr) return undefined;
+  return {
+    kubeconfigFile: f.kubeconfigFile,
+    apiUrl: f.kubeApiUrl,
+    nodeName: f.nodeName ?? '',
+    // kube-flannel.yml names our pod, not the node: the node is looked up from it, as flanneld does
+    ...(process.env.POD_NAME && process.env.POD_NAMESPACE ? { pod: { namespace: process.env.POD_NAMESPACE, name: process.env.POD_NAME } } : {}),
+    netConfPath: f.netConfigPath,
+    annotationPrefix: f.kubeAnnotationPrefix,
+    setNodeNetworkUnavailable: f.setNodeNetworkUnavailable ?? true,
+  };
+}
+
+/** The store commands have no meaning with --kube-subnet-mgr: the Nodes are the leases, kubectl shows and changes them. */
+function refuseKube(f: { kubeSubnetMgr: boolean }, command: string): void {
+  if (!f.kubeSubnetMgr) return;
+  throw new Error(
+    `\`vxlan-flannel ${command}\` works on a lease store (etcd, the file store); with --kube-subnet-mgr the leases are the Nodes' pod CIDRs and annotations: ` +
+      'use kubectl (kubectl get nodes -o custom-columns=NAME:.metadata.name,PODCIDRS:.spec.podCIDRs) and `vxlan-flannel status --kube-subnet-mgr`',
+  );
 }
 
 function storeOptions(f: StoreFlags): StoreOptions {
@@ -86,7 +136,7 @@ export async function main(argv: string[]): Promise<void> {
     'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
   );
 
-  const daemon = storeFlags(
+  const daemon = kubeFlags(storeFlags(
     program
       .command('daemon')
       .description(
@@ -108,8 +158,10 @@ export async function main(argv: string[]): Promise<void> {
       .option('--healthz-port <port>', 'port for /healthz and /readyz; 0: no health server', intArg('--healthz-port', 0, 65535), 0)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
-      .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false)),
-  );
+      .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
+      .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
+      .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),
+  ));
   daemon.hook('preAction', (cmd) => optionsFromEnv(cmd, 'FLANNELD'));
   daemon.action(async (o: DaemonFlags) => {
     const { runDaemon } = await import('../flannel/run-daemon');
@@ -121,6 +173,7 @@ export async function main(argv: string[]): Promise<void> {
         publicIp: o.publicIp,
         publicIpv6: o.publicIpv6,
         store: storeOptions(o),
+        kube: kubeOptions(o),
         subnetFile: o.subnetFile,
         leaseTtlS: o.leaseTtl,
         renewMarginS: o.subnetLeaseRenewMargin * 60,
@@ -132,6 +185,7 @@ export async function main(argv: string[]): Promise<void> {
           resyncMs: o.iptablesResync * 1000,
         },
         ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
+        ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
       }),
     );
@@ -159,6 +213,7 @@ export async function main(argv: string[]): Promise<void> {
       .option('--learning', 'Backend.Learning: VTEPs learn remote MACs', false)
       .option('--enable-nftables', 'EnableNFTables: the daemons\' masquerade and forward rules in nftables, not iptables', false),
   ).action(async (o: StoreFlags & NetworkConfigOptions & { ipv6Only: boolean; enableNftables: boolean }) => {
+    refuseKube(o, 'network set');
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
     const text = formatNetworkConfig({
@@ -183,6 +238,7 @@ export async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${text}\n`);
   });
   storeFlags(network.command('get').description('print the network config')).action(async (o: StoreFlags) => {
+    refuseKube(o, 'network get');
     const text = await withStore(storeOptions(o), async (store) => {
       const config = await store.getConfig();
       if (config === undefined) throw new Error(`${store.description} has no network config`);
@@ -193,6 +249,7 @@ export async function main(argv: string[]): Promise<void> {
 
   storeFlags(program.command('leases').description('list every lease in the store').option('--json', 'print JSON')).action(
     async (o: StoreFlags & { json?: boolean }) => {
+      refuseKube(o, 'leases');
       const list = await withStore(storeOptions(o), (store) => store.list());
       process.stdout.write(o.json ? JSON.stringify({ leases: leaseRows(list), bad: list.bad }, null, 2) + '\n' : formatLeases(list));
     },
@@ -204,20 +261,24 @@ export async function main(argv: string[]): Promise<void> {
       .description('remove a lease from the store (a node that left without --release-on-exit)')
       .argument('<subnet>', 'the lease\'s subnet, IPv4 or IPv6, e.g. 10.244.3.0/24 or fd00:10:244:3::/64'),
   ).action(async (subnetText: string, o: StoreFlags) => {
+    refuseKube(o, 'release');
     const subnet = Prefix.parse(subnetText);
     if (!subnet || subnet.hasHostBits) throw new Error(`${JSON.stringify(subnetText)} is not a subnet like 10.244.3.0/24 or fd00:10:244:3::/64`);
     await withStore(storeOptions(o), (store) => releaseSubnet(store, subnet));
   });
 
-  storeFlags(
+  kubeFlags(storeFlags(
     program
       .command('status')
       .description('this node\'s lease and VTEP, and whether each peer\'s neighbour, FDB entry and route are in place (exit 1 when not)')
       .option('--subnet-file <path>', 'subnet.env of this node', DEFAULT_SUBNET_FILE)
       .option('--json', 'print JSON'),
-  ).action(async (o: StoreFlags & { subnetFile: string; json?: boolean }) => {
+  )).action(async (o: StoreFlags & KubeFlags & { subnetFile: string; json?: boolean }) => {
     const { collectStatus, formatStatus } = await import('../flannel/status');
-    const report = await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
+    const kube = kubeOptions(o);
+    const report = kube
+      ? await (await import('../flannel/kube-status')).withKubeStatus(kube, (source) => collectStatus(source, o.subnetFile))
+      : await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
     process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
     if (report.problems.length) process.exitCode = 1;
   });

@@ -29,6 +29,7 @@ import { formatSubnetEnv, writeSubnetEnv } from './subnet-env';
 import { TrafficKeeper, TrafficSettings } from './traffic-keeper';
 import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep } from './vtep';
+import { ensureBlackhole, removeBlackhole } from './blackhole';
 import { probeVtep } from './vtep-probe';
 
 /** The underlay flags (--iface, --iface-regex, --iface-can-reach, --public-ip, --public-ipv6) and the rest. */
@@ -37,6 +38,8 @@ export interface DaemonOptions extends UnderlayOptions {
   reconcileMs: number;
   /** --ip-masq and the other firewall settings; ipMasq also goes into subnet.env (FLANNEL_IPMASQ). */
   traffic: TrafficSettings;
+  /** --ip-blackhole-route: a blackhole route for our own subnets (blackhole.ts). */
+  ipBlackholeRoute?: boolean;
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
@@ -143,9 +146,12 @@ export class Daemon {
 
   private async startUp(): Promise<void> {
     const o = this.opts;
-    const ul = await findUnderlay(o);
-    this.log(describeUnderlay(ul));
     this.log(`lease store: ${this.manager.description}`);
+    // addresses set for this node in the source win over the flags, as in flanneld
+    const set = await this.retry('read this node\'s settings', () => this.manager.nodePublicIPs());
+    for (const [flag, ip] of [['--public-ip', set.publicIp], ['--public-ipv6', set.publicIpv6]]) if (ip) this.log(`${flag} ${ip}, as set for this node in ${this.manager.description}`);
+    const ul = await findUnderlay({ ...o, publicIp: set.publicIp ?? o.publicIp, publicIpv6: set.publicIpv6 ?? o.publicIpv6 });
+    this.log(describeUnderlay(ul));
 
     const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
     const plans = planSides(cfg, ul);
@@ -164,7 +170,8 @@ export class Daemon {
     );
     const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
       const attrs = advertise(plans, deviceMacs, await this.manager.previousAttrs(cfg, publicAddresses(plans)));
-      return { lease: await this.manager.acquireLease(cfg, attrs, { log: this.log, resync: (why) => this.loop.request(why) }), attrs };
+      const hooks = { log: this.log, resync: (why: string) => this.loop.request(why), stopping: this.stopSignal };
+      return { lease: await this.manager.acquireLease(cfg, attrs, hooks), attrs };
     });
     this.lease = lease; // from now on, a stop with --release-on-exit gives it back
     // The list the lease was obtained from is the first picture of the peers: if the
@@ -276,7 +283,13 @@ export class Daemon {
       let vtepsUp = true;
       for (const s of this.sides) vtepsUp = (await this.reconcileSide(s, why)) && vtepsUp;
       // the VTEPs are up: pods can be attached even if a peer failed to program
-      if (vtepsUp) this.writeSubnetEnv();
+      if (vtepsUp) {
+        this.writeSubnetEnv();
+        await this.lease?.overlayUp().then(
+          () => this.problems.clear('up'),
+          (err) => this.problems.report('up', `cannot tell ${this.manager.description} that the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
+        );
+      }
       this.problems.clear('reconcile');
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
@@ -317,6 +330,7 @@ export class Daemon {
       this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
       return false;
     }
+    if (this.opts.ipBlackholeRoute) await this.blackhole(s, why);
     try {
       const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
@@ -338,6 +352,16 @@ export class Daemon {
       this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}; retrying on each reconcile`);
     }
     return true;
+  }
+
+  /** --ip-blackhole-route: the side's blackhole route in place. */
+  private async blackhole(s: Side, why: string): Promise<void> {
+    try {
+      for (const change of await ensureBlackhole(s.subnet, s.pool.network)) this.log(`${change} (${why})`);
+      this.problems.clear(`blackhole ${s.family}`);
+    } catch (err) {
+      this.problems.report(`blackhole ${s.family}`, `cannot put the blackhole route to ${s.subnet} in place: ${(err as Error).message}; retrying on each reconcile`);
+    }
   }
 
   /**
@@ -364,7 +388,7 @@ export class Daemon {
 
   /**
    * Stops timers and the watch; with releaseOnExit also gives back the lease
-   * and removes the VTEPs, subnet.env and the firewall rules (without it they
+   * and removes the VTEPs, blackhole routes, subnet.env and the firewall rules (without it they
    * all stay, as flanneld leaves them). Closes the manager.
    */
   async stop(): Promise<void> {
@@ -391,6 +415,7 @@ export class Daemon {
       }
       for (const s of this.sides) {
         await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
+        if (this.opts.ipBlackholeRoute) await removeBlackhole(s.subnet).catch((err) => this.log(`cannot remove the blackhole route to ${s.subnet}: ${(err as Error).message}`));
       }
       removeFile(this.opts.subnetFile);
       await this.traffic.remove();

@@ -147,6 +147,9 @@ export class LeaseKeeper implements HeldLease {
     return true;
   }
 
+  /** Nothing to tell a store. */
+  async overlayUp(): Promise<void> {}
+
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);

@@ -46,6 +46,8 @@ export interface Lease extends LeaseSubnets {
    * it that way.
    */
   permanent?: boolean;
+  /** The Kubernetes Node it was read from (the kube subnet manager), for people reading status. */
+  node?: string;
 }
 
 /** One family's part of a key: `10.244.1.0/24` → `10.244.1.0-24`, `fd00:10:244:1::/64` → `fd00:10:244:1::-64`. */

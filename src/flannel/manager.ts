@@ -28,7 +28,7 @@ export interface LeaseList {
   bad: { key: string; why: string }[];
   /**
    * Where the list was read (etcd's revision, the file store's directory
-   * signature, a Kubernetes resourceVersion). Passed to watchLeases(): no
+   * signature, the kube manager's count of Node changes). Passed to watchLeases(): no
    * change made after this list is missed, however late the watch starts.
    */
   revision?: string;
@@ -43,6 +43,11 @@ export interface LeaseHooks {
   log(msg: string): void;
   /** Something about our lease needs a reconcile now (a renewal was refused: the reconcile looks at what the source holds). */
   resync(why: string): void;
+  /**
+   * Settles when the daemon stops: a wait inside acquireLease gives up then
+   * (rejects). Kube: the wait for our Node's podCIDR.
+   */
+  stopping?: Promise<void>;
 }
 
 /** This node's lease while the daemon holds it. The source keeps it alive by itself: the daemon never renews. */
@@ -72,13 +77,21 @@ export interface HeldLease extends LeaseSubnets {
    * resolve false.
    */
   check(leases: readonly Lease[]): Promise<boolean>;
+  /**
+   * The overlay is up on this node: its VTEPs are up and subnet.env is
+   * written. Called after every reconcile that got that far; a rejection is
+   * logged and the call comes again after the next one. Chosen leases:
+   * nothing. Kube: our Node's NetworkUnavailable condition set to False once
+   * (flanneld's CompleteLease), unless --set-node-network-unavailable=false.
+   */
+  overlayUp(): Promise<void>;
   /** Stops keeping the lease (renewal timer); it stays where it is for the next start. Kube: nothing. */
   stop(): void;
   /**
    * Stops keeping the lease and gives it back (--release-on-exit: the node
    * leaves), after any write of it in flight. Chosen leases: deleted, so
    * the other nodes drop this one within their watch latency. Kube: the
-   * podCIDR is the Node's, nothing to give back (remove our annotations at most).
+   * podCIDR is the Node's: flannel's annotations come off our Node.
    */
   release(): Promise<void>;
   /**
@@ -95,9 +108,17 @@ export interface SubnetManager {
   /**
    * The network config, read now; an Error whose message says what is
    * missing or wrong (the daemon retries and logs it). Chosen leases: the
-   * store's config key (<prefix>/config). Kube: net-conf.json, read at open.
+   * store's config key (<prefix>/config). Kube: the net-conf.json file.
    */
   getNetworkConfig(): Promise<NetworkConfig>;
+  /**
+   * Public addresses set for this node in the source, which win over
+   * --public-ip / --public-ipv6 (flanneld's GetStoredPublicIP); read before
+   * the underlay is chosen. Chosen leases: none. Kube: our Node's
+   * node-public-ip / node-public-ipv6 annotations (StoreUnavailable until the
+   * Nodes are listed; none while our Node does not exist).
+   */
+  nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }>;
   /**
    * What this node advertised before, or undefined: the daemon keeps each
    * VTEP's MAC from it when it recreates the device, so its peers need no
@@ -124,7 +145,7 @@ export interface SubnetManager {
    * StoreUnavailable when the source cannot be reached: the overlay then
    * stays as programmed. Kube: every Node with kube-subnet-manager=true, its
    * podCIDR(s) as the subnets and its annotations as the attributes (the
-   * informer's cache; its resourceVersion as the revision).
+   * watched Nodes; StoreUnavailable only before the first list).
    */
   listLeases(): Promise<LeaseList>;
   /**

@@ -5,6 +5,7 @@
 import { readIfExists } from '../util/fs';
 import { Daemon, DaemonOptions } from './daemon';
 import { serveHealth } from './healthz';
+import { KubeManager, KubeOptions } from './kube-manager';
 import type { LeaseSubnets } from './lease';
 import { Log, printable } from './log';
 import type { SubnetManager } from './manager';
@@ -15,6 +16,8 @@ import { parseSubnetEnv, subnetsOf } from './subnet-env';
 
 export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   store: StoreOptions;
+  /** --kube-subnet-mgr: leases are the Nodes' pod CIDRs (the store options are then not used). */
+  kube?: KubeOptions;
   /** Lifetime of our lease in seconds (--lease-ttl). */
   leaseTtlS: number;
   /** Renew the lease this long before it expires, in seconds (--subnet-lease-renew-margin). */
@@ -35,8 +38,9 @@ function previousSubnets(subnetFile: string): LeaseSubnets | undefined {
   }
 }
 
-/** Leases chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
+/** Leases assigned by Kubernetes with --kube-subnet-mgr; else chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
 async function openManager(o: RunOptions): Promise<SubnetManager> {
+  if (o.kube) return KubeManager.open(o.kube, log);
   return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
 }
 

@@ -6,17 +6,39 @@ import { readIfExists } from '../util/fs';
 import { formatTable } from '../util/table';
 import { isPermanent } from '../iproute/neigh';
 import { IP, Prefix } from '../net/ip';
-import { LeaseSubnets, describeSubnets, leaseKey } from './lease';
+import { LeaseSubnets, describeSubnets, leaseKey, subnetOf } from './lease';
 import { parseNetworkConfig } from './netconfig';
 import { Actual, Peer, desiredPeers, isDirectPeer, readActual } from './peers';
-import type { LeaseStore } from './store';
+import type { LeaseList } from './manager';
 import { parseSubnetEnv, subnetsOf } from './subnet-env';
 import { vtep6Name, vtepName } from './vtep';
 import { getLink, isUp, linkMac, type IpLink } from '../iproute/link';
 import { vxlanAttrs } from '../iproute/vxlan';
 import { connectedSubnets } from './underlay';
 
+/**
+ * Where status reads the network config and the leases: a lease store, or
+ * the Kubernetes API (kube-status.ts), which also shows this node's Node.
+ */
+export interface StatusSource {
+  readonly description: string;
+  /** The network config JSON; undefined when there is none. */
+  getConfig(): Promise<string | undefined>;
+  list(): Promise<LeaseList>;
+  ownNode?(): Promise<NodeStatus>;
+}
+
+/** This node's Node (kube). */
+export interface NodeStatus {
+  name: string;
+  exists: boolean;
+  /** Its NetworkUnavailable condition: "False (FlannelIsUp)"; absent when it has none. */
+  networkUnavailable?: { status: string; reason?: string };
+}
+
 interface PeerStatus {
+  /** The peer's Node (kube). */
+  node?: string;
   subnet: string;
   publicIP: string;
   vtepMAC: string;
@@ -39,6 +61,7 @@ interface VtepStatus {
 
 export interface StatusReport {
   store: string;
+  node?: NodeStatus;
   network?: { network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; vni: number; port: number };
   lease?: {
     subnet?: string;
@@ -85,8 +108,16 @@ function peerStatus(p: Peer, actual: Actual, direct: boolean): PeerStatus {
   };
 }
 
-export async function collectStatus(store: LeaseStore, subnetFile: string): Promise<StatusReport> {
+export async function collectStatus(store: StatusSource, subnetFile: string): Promise<StatusReport> {
   const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [] };
+  if (store.ownNode) {
+    const node = (report.node = await store.ownNode());
+    const name = JSON.stringify(node.name);
+    if (!node.exists) report.problems.push(`node ${name} does not exist`);
+    else if (node.networkUnavailable?.status === 'True') {
+      report.problems.push(`node ${name} has NetworkUnavailable True (${node.networkUnavailable.reason ?? 'no reason'}): no pod is scheduled on it`);
+    }
+  }
   const cfgText = await store.getConfig();
   if (cfgText === undefined) {
     report.problems.push('no network config in the store');
@@ -107,7 +138,8 @@ export async function collectStatus(store: LeaseStore, subnetFile: string): Prom
     report.problems.push(`${subnetFile} ${envText === undefined ? 'does not exist' : `has no ${key}`}: this node holds no lease`);
     return report;
   }
-  const { leases } = await store.list();
+  const { leases, bad } = await store.list();
+  report.ignored.push(...bad.map((b) => `${b.key}: ${b.why}`));
   const own = leases.find((l) => leaseKey(l) === leaseKey(mine));
   const a = own?.attrs;
   report.lease = {
@@ -150,7 +182,8 @@ export async function collectStatus(store: LeaseStore, subnetFile: string): Prom
     const direct = cfg.directRouting ? await directSubnets(link) : [];
     const actual = await readActual(name, undefined, family, direct.length ? pool.network : undefined);
     for (const p of peers) {
-      const st = peerStatus(p, actual, isDirectPeer(p, direct));
+      const node = leases.find((l) => subnetOf(l, family)?.toString() === p.subnet.toString())?.node;
+      const st: PeerStatus = { ...(node ? { node } : {}), ...peerStatus(p, actual, isDirectPeer(p, direct)) };
       for (const k of ['neigh', 'fdb', 'route'] as const) {
         if (st[k] === false) report.problems.push(`peer ${st.subnet}: ${st.direct ? 'direct ' : ''}${k} missing or wrong`);
       }
@@ -162,6 +195,10 @@ export async function collectStatus(store: LeaseStore, subnetFile: string): Prom
 
 export function formatStatus(r: StatusReport): string {
   const lines: string[] = [`store:   ${r.store}`];
+  if (r.node) {
+    const cond = r.node.networkUnavailable;
+    lines.push(`node:    ${r.node.name}${r.node.exists ? `, NetworkUnavailable ${cond ? `${cond.status}${cond.reason ? ` (${cond.reason})` : ''}` : 'not set'}` : ' MISSING'}`);
+  }
   if (r.network) {
     const nets: string[] = [];
     if (r.network.network) nets.push(`${r.network.network} (/${r.network.subnetLen} per node)`);
@@ -187,8 +224,9 @@ export function formatStatus(r: StatusReport): string {
   if (all.length) {
     lines.push('peers:');
     const ok = (b: boolean | undefined) => (b === undefined ? '-' : b ? 'ok' : 'MISSING');
-    const rows = all.map((p) => [p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), `${ok(p.route)}${p.direct ? ' (direct)' : ''}`]);
-    const table = formatTable(['SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE'], rows);
+    const named = all.some((p) => p.node);
+    const rows = all.map((p) => [...(named ? [p.node ?? '-'] : []), p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), `${ok(p.route)}${p.direct ? ' (direct)' : ''}`]);
+    const table = formatTable([...(named ? ['NODE'] : []), 'SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE'], rows);
     lines.push(...table.trimEnd().split('\n').map((l) => `  ${l}`));
   } else if (r.lease) {
     lines.push('peers:   none');

@@ -39,6 +39,11 @@ export class StoreManager implements SubnetManager {
     }
   }
 
+  /** A store holds no per-node settings: the flags decide. */
+  async nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }> {
+    return {};
+  }
+
   async previousAttrs(cfg: NetworkConfig, node: Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'>): Promise<LeaseAttrs | undefined> {
     const me = identity(cfg, node);
     const { leases } = await this.store.list();

@@ -5,12 +5,21 @@
 // CNI plugin run inside the node namespace, as a runtime on that node would.
 // Nothing touches the machine's own interfaces; cleanup() removes every
 // namespace, process and temp dir, also after a failure.
+//
+// A host added with `ownFiles` also gets a mount namespace of its own in
+// which the node's well-known directories (/run/flannel, /var/lib/cni,
+// /etc/cni/net.d, /etc/kube-flannel, the service account directory) are
+// directories of the test's temp dir: its daemon and plugins run with their
+// default paths, as on a real node, without seeing another node's files or
+// the machine's. Such a directory missing on the machine is made as an empty
+// mount point and removed again by cleanup().
 import { afterEach } from 'vitest';
 import { ChildProcess, spawn, execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmdirSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { OUR_BIN, ROOT, runProcess, sh, tempDir, type PluginRun } from './helpers';
 import { Prefix } from '../../src/net/ip';
+import { DEFAULT_SUBNET_FILE } from '../../src/flannel/subnet-env';
 
 export const FLANNEL = join(OUR_BIN, 'vxlan-flannel');
 /**
@@ -64,6 +73,25 @@ export interface Host {
   ip: string;
   /** The IPv6 underlay address. */
   ip6: string;
+  /** `ownFiles`: its mount namespace (a bind-mounted nsfs file) and the temp dir holding its NODE_DIRS. */
+  mnt?: string;
+  root?: string;
+}
+
+/** The directories a host with `ownFiles` has to itself (see the top of this file). */
+export const NODE_DIRS = ['/run/flannel', '/var/lib/cni', '/etc/cni/net.d', '/etc/kube-flannel', '/var/run/secrets/kubernetes.io/serviceaccount'];
+
+/** argv that runs the rest inside a host's network namespace (and mount namespace, if it has its own). */
+export function enter(host: Pick<Host, 'path' | 'mnt'>): string[] {
+  return ['nsenter', `--net=${host.path}`, ...(host.mnt ? [`--mount=${host.mnt}`] : []), '--'];
+}
+
+/** Where a file a host sees at `path` (under one of NODE_DIRS) is, seen from the test. */
+export function fileOf(host: Host, path: string): string {
+  if (!host.root) return path;
+  const dir = NODE_DIRS.find((d) => path === d || path.startsWith(`${d}/`));
+  if (!dir) throw new Error(`${path} is not one of ${host.name}'s own directories`);
+  return join(host.root, path);
 }
 
 export interface DaemonHandle {
@@ -103,6 +131,10 @@ export class Topology {
   private readonly namespaces: string[] = [];
   private readonly procs: ChildProcess[] = [];
   private etcd?: ChildProcess;
+  /** Bind mounts on the machine (the mount namespace files, their private directory), unmounted by cleanup(). */
+  private readonly mounts: string[] = [];
+  /** Mount points made on the machine for NODE_DIRS, removed by cleanup() (deepest first). */
+  private readonly madeDirs: string[] = [];
   readonly hosts = new Map<string, Host>();
   private podSeq = 0;
 
@@ -126,7 +158,8 @@ export class Topology {
     }
   }
 
-  private netns(name: string): string {
+  /** A network namespace of the test (removed by cleanup()); returns its path. */
+  netns(name: string): string {
     try {
       sh(['ip', 'netns', 'del', name]);
     } catch {
@@ -151,7 +184,7 @@ export class Topology {
    * fd88:88::<octet> (no DAD: ready at once), forwarding on (IPv6 forwarding
    * left off with `ipv6Forwarding: false`, for the daemon to turn on), rp_filter off.
    */
-  addHost(name: string, octet: number, mtu = 1500, opts: { ipv6Forwarding?: boolean } = {}): Host {
+  addHost(name: string, octet: number, mtu = 1500, opts: { ipv6Forwarding?: boolean; ownFiles?: boolean } = {}): Host {
     const ns = `${this.prefix}-${name}`;
     const path = this.netns(ns);
     const peer = `${this.prefix}${name}`;
@@ -164,9 +197,46 @@ export class Topology {
     this.sysctl(ns, 'net.ipv6.conf.all.forwarding', opts.ipv6Forwarding === false ? '0' : '1');
     this.sysctl(ns, 'net.ipv4.conf.all.rp_filter', '0');
     this.sysctl(ns, 'net.ipv4.conf.default.rp_filter', '0');
-    const host = { name, ns, path, ip: `${UNDERLAY_PREFIX}.${octet}`, ip6: `${UNDERLAY6_PREFIX}${octet.toString(16)}` };
+    const host: Host = { name, ns, path, ip: `${UNDERLAY_PREFIX}.${octet}`, ip6: `${UNDERLAY6_PREFIX}${octet.toString(16)}` };
+    if (opts.ownFiles) Object.assign(host, this.ownFiles(name));
     this.hosts.set(name, host);
     return host;
+  }
+
+  /**
+   * A mount namespace for host `name` with NODE_DIRS bound to directories of
+   * the temp dir. It is a slave of the machine's (new /run/netns entries, the
+   * pods', show up in it), and its own mounts stay in it. The nsfs file that
+   * keeps it must sit on a private mount: a directory bound onto itself.
+   */
+  private ownFiles(name: string): { mnt: string; root: string } {
+    const nsDir = join(this.tmp.path, 'mntns');
+    if (!this.mounts.includes(nsDir)) {
+      mkdirSync(nsDir);
+      sh(['mount', '--bind', nsDir, nsDir]);
+      this.mounts.push(nsDir);
+      sh(['mount', '--make-private', nsDir]);
+    }
+    const mnt = join(nsDir, name);
+    writeFileSync(mnt, '');
+    sh(['unshare', `--mount=${mnt}`, '--propagation', 'slave', 'true']);
+    this.mounts.push(mnt);
+    const root = join(this.tmp.path, name, 'root');
+    for (const dir of NODE_DIRS) {
+      for (let d = dir, missing: string[] = []; ; d = join(d, '..')) {
+        if (existsSync(d)) {
+          for (const m of missing.reverse()) {
+            mkdirSync(m);
+            this.madeDirs.push(m);
+          }
+          break;
+        }
+        missing.push(d);
+      }
+      mkdirSync(join(root, dir), { recursive: true });
+      sh(['nsenter', `--mount=${mnt}`, '--', 'mount', '--bind', join(root, dir), dir]);
+    }
+    return { mnt, root };
   }
 
   /** etcd in its own namespace on the underlay, with a temp data dir. */
@@ -238,19 +308,21 @@ export class Topology {
     return runIn(host.path, ['/usr/bin/etcdctl', `--endpoints=http://${host.ip}:2379`, '--dial-timeout=2s', '--command-timeout=3s', ...args], { ETCDCTL_API: '3' }, stdin);
   }
 
-  /** Runs `vxlan-flannel <args>` (an operator command) in a namespace. */
-  cli(host: Host, args: string[]): Promise<RunResult> {
-    return runIn(host.path, [FLANNEL, ...args]);
+  /** Runs `vxlan-flannel <args>` (an operator command) on a host. */
+  cli(host: Host, args: string[], env: Record<string, string> = {}): Promise<RunResult> {
+    return runProcess([...enter(host), FLANNEL, ...args], { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env }, '');
   }
 
+  /** subnet.env of a node as the test sees it: the default path on a host with its own files. */
   subnetFile(node: Host): string {
-    return join(this.tmp.path, node.name, 'subnet.env');
+    return node.root ? fileOf(node, DEFAULT_SUBNET_FILE) : join(this.tmp.path, node.name, 'subnet.env');
   }
 
   /**
-   * Starts the daemon inside the node's namespace; its log goes to
-   * <tmp>/<node>/daemon.log. `--iface eth0` unless `opts.iface` is false
-   * (e.g. given as FLANNELD_IFACE in `opts.env`, added to the environment).
+   * Starts the daemon on the node (with `--subnet-file` in the temp dir unless
+   * the host has its own files); its log goes to <tmp>/<node>/daemon.log.
+   * `--iface eth0` unless `opts.iface` is false (e.g. given as FLANNELD_IFACE
+   * in `opts.env`, added to the environment).
    */
   startDaemon(node: Host, storeArgs: string[], extra: string[] = [], opts: { iface?: false; env?: Record<string, string> } = {}): DaemonHandle {
     const dir = join(this.tmp.path, node.name);
@@ -260,8 +332,8 @@ export class Topology {
     const subnetFile = this.subnetFile(node);
     const iface = opts.iface === false ? [] : ['--iface', 'eth0'];
     const proc = spawn(
-      'nsenter',
-      [`--net=${node.path}`, '--', FLANNEL, 'daemon', ...iface, '--subnet-file', subnetFile, '--reconcile-interval', '1', ...storeArgs, ...extra],
+      enter(node)[0],
+      [...enter(node).slice(1), FLANNEL, 'daemon', ...iface, ...(node.root ? [] : ['--subnet-file', subnetFile]), '--reconcile-interval', '1', ...storeArgs, ...extra],
       { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } },
     );
     closeSync(fd);
@@ -320,9 +392,9 @@ export class Topology {
     };
   }
 
-  /** Runs the plugin inside the node's namespace with a CNI environment. */
+  /** Runs the plugin on the node with a CNI environment. */
   plugin(node: Host, command: string, conf: unknown, env: Record<string, string> = {}): Promise<RunResult> {
-    return runIn(node.path, [FLANNEL], { CNI_COMMAND: command, CNI_PATH: this.cniBin, ...env }, JSON.stringify(conf));
+    return runProcess([...enter(node), FLANNEL], { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', CNI_COMMAND: command, CNI_PATH: this.cniBin, ...env }, JSON.stringify(conf));
   }
 
   /** A pod namespace attached to the overlay through the plugin (ADD), returning its address; `extra` goes into its CNI config. */
@@ -442,6 +514,22 @@ export class Topology {
       }
     }
     this.namespaces.length = 0;
+    for (const m of this.mounts.reverse()) {
+      try {
+        execFileSync('umount', [m], { stdio: 'ignore' });
+      } catch {
+        execFileSync('umount', ['--lazy', m], { stdio: 'ignore' });
+      }
+    }
+    this.mounts.length = 0;
+    for (const d of this.madeDirs.reverse()) {
+      try {
+        rmdirSync(d);
+      } catch {
+        // not empty: someone else uses it now; left alone
+      }
+    }
+    this.madeDirs.length = 0;
     this.tmp.remove();
   }
 }

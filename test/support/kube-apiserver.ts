@@ -26,7 +26,11 @@
 // - authentication: bearer tokens and, over TLS, client certificates signed
 //   by `clientCA` (the user is the CN); users have a role: "admin" (anything)
 //   or "flannel" (kube-flannel's ClusterRole: get/list/watch nodes, patch
-//   nodes/status). Every client is treated alike: kubectl, our client, curl.
+//   nodes/status, get pods). Every client is treated alike: kubectl, our
+//   client, curl.
+// - Pods: only GET /api/v1/namespaces/NS/pods/NAME, of pods a test made with
+//   createPod (flanneld finds its node from its own pod when NODE_NAME is
+//   not set).
 //
 // Test hooks (KubeApiHooks) run in-process, or through the control socket (a
 // unix socket: reachable from any network namespace, which matters when the
@@ -90,6 +94,8 @@ export type StoredNode = { metadata: { name: string; [key: string]: any }; [key:
 
 /** What a test can do to the server besides calling its API; in-process and over the control socket alike. */
 export interface KubeApiHooks {
+  /** Stores a Pod (metadata.namespace and metadata.name), for GET only. */
+  createPod(pod: JsonObject): Promise<void>;
   /** Creates a Node as it is given (status included), as the API does; returns it as stored. */
   createNode(node: JsonObject): Promise<StoredNode>;
   getNode(name: string): Promise<StoredNode | undefined>;
@@ -97,8 +103,8 @@ export interface KubeApiHooks {
   /** A JSON merge patch of the whole Node (spec, status, metadata), as another component would write it. */
   patchNode(name: string, patch: Json): Promise<StoredNode>;
   deleteNode(name: string): Promise<boolean>;
-  /** The next watch that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
-  forceGone(): Promise<void>;
+  /** The next watch (or the next `times` watches) that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
+  forceGone(times?: number): Promise<void>;
   /** Breaks every open watch stream (the connection is destroyed, no clean end); returns how many. */
   dropWatches(): Promise<number>;
   /** Sends a BOOKMARK to every watch that allows them, now; returns how many. */
@@ -113,7 +119,7 @@ export interface KubeApiHooks {
 }
 
 export const HOOK_NAMES: readonly (keyof KubeApiHooks)[] = [
-  'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
+  'createPod', 'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
   'sendBookmarks', 'bumpResourceVersion', 'setUsers', 'requests', 'clearRequests', 'openWatches',
 ];
 
@@ -150,7 +156,7 @@ const PUBLIC_PATHS = new Set(['/version', '/healthz', '/livez', '/readyz']);
 type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
 
 /** kube-flannel's ClusterRole, as far as Nodes go. */
-const FLANNEL_ROLE: Record<string, Verb[]> = { nodes: ['get', 'list', 'watch'], 'nodes/status': ['patch'] };
+const FLANNEL_ROLE: Record<string, Verb[]> = { pods: ['get'], nodes: ['get', 'list', 'watch'], 'nodes/status': ['patch'] };
 
 // ---- selectors -------------------------------------------------------------
 
@@ -316,12 +322,15 @@ const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)
 
 export class KubeApiServer implements KubeApiHooks {
   private readonly nodes = new Map<string, JsonObject>();
+  /** By "namespace/name". */
+  private readonly pods = new Map<string, JsonObject>();
   private rv = 1;
   private readonly history: Change[] = [];
   /** The newest resourceVersion whose change fell out of the history: a watch must start at or after it. */
   private evictedThrough = 0;
   private readonly watches = new Set<Watch>();
-  private gonePending = false;
+  /** How many of the next watches from a resourceVersion get 410 (forceGone). */
+  private gonePending = 0;
   private users: KubeUser[];
   private readonly log: RequestRecord[] = [];
   private readonly servers: (http.Server | https.Server)[] = [];
@@ -369,6 +378,10 @@ export class KubeApiServer implements KubeApiHooks {
 
   // ---- hooks ----
 
+  async createPod(pod: JsonObject): Promise<void> {
+    const meta = pod.metadata as JsonObject;
+    this.pods.set(`${String(meta.namespace)}/${String(meta.name)}`, structuredClone(pod));
+  }
   async createNode(node: JsonObject): Promise<StoredNode> {
     return this.create(node) as StoredNode;
   }
@@ -389,8 +402,8 @@ export class KubeApiServer implements KubeApiHooks {
     this.remove(name);
     return true;
   }
-  async forceGone(): Promise<void> {
-    this.gonePending = true;
+  async forceGone(times = 1): Promise<void> {
+    this.gonePending = times;
   }
   async dropWatches(): Promise<number> {
     const n = this.watches.size;
@@ -532,14 +545,15 @@ export class KubeApiServer implements KubeApiHooks {
     throw new ApiError(401, 'Unauthorized', 'Unauthorized');
   }
 
-  private authorize(user: KubeUser | undefined, verb: Verb, resource: 'nodes' | 'nodes/status', name?: string): void {
+  private authorize(user: KubeUser | undefined, verb: Verb, resource: 'pods' | 'nodes' | 'nodes/status', name?: string, namespace?: string): void {
     if (!user || user.role === 'admin') return;
     if (FLANNEL_ROLE[resource]?.includes(verb)) return;
+    const kind = resource === 'pods' ? 'pods' : 'nodes';
     throw new ApiError(
       403,
       'Forbidden',
-      `${name ? `nodes "${name}"` : 'nodes'} is forbidden: User "${user.name}" cannot ${verb} resource "${resource}" in API group "" at the cluster scope`,
-      name ? { name, kind: 'nodes' } : { kind: 'nodes' },
+      `${name ? `${kind} "${name}"` : kind} is forbidden: User "${user.name}" cannot ${verb} resource "${resource}" in API group "" ${namespace ? `in the namespace "${namespace}"` : 'at the cluster scope'}`,
+      name ? { name, kind } : { kind },
     );
   }
 
@@ -550,6 +564,14 @@ export class KubeApiServer implements KubeApiHooks {
     if (accept && !/application\/json|\*\/\*|application\/\*/.test(accept)) throw new ApiError(406, 'NotAcceptable', `only application/json is served, not ${accept}`);
     const discovery = this.discovery(path, req);
     if (discovery) return send(res, 200, discovery);
+    const pod = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(path);
+    if (pod && method === 'GET') {
+      const [namespace, name] = [decodeURIComponent(pod[1]), decodeURIComponent(pod[2])];
+      this.authorize(user, 'get', 'pods', name, namespace);
+      const found = this.pods.get(`${namespace}/${name}`);
+      if (!found) throw new ApiError(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' });
+      return send(res, 200, found);
+    }
     const m = /^\/api\/v1\/nodes(?:\/([^/]+)(?:\/(status))?)?$/.exec(path);
     if (!m) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
     const name = m[1] && decodeURIComponent(m[1]);
@@ -677,8 +699,8 @@ export class KubeApiServer implements KubeApiHooks {
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
     const w: Watch = { res, selector, table: wantsTable(req), bookmarks: q.get('allowWatchBookmarks') === 'true', columnsSent: false, timers: [] };
-    if (start !== undefined && (this.gonePending || start < this.evictedThrough)) {
-      this.gonePending = false;
+    if (start !== undefined && (this.gonePending > 0 || start < this.evictedThrough)) {
+      this.gonePending = Math.max(0, this.gonePending - 1);
       const message = `too old resource version: ${start} (${this.evictedThrough + 1})`;
       res.end(JSON.stringify({ type: 'ERROR', object: statusObject(410, 'Expired', message) }) + '\n');
       return;

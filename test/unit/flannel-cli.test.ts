@@ -1,7 +1,7 @@
 // The operator commands on the embedded file store (a temp directory): what
 // they print, what they change, and their errors. The daemon command is run
 // by the integration tests (it needs a node).
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import { IP, Prefix } from '../../src/net/ip';
 import { main } from '../../src/cli/vxlan-flannel';
 import { FileStore } from '../../src/flannel/file-store';
 import type { LeaseAttrs } from '../../src/flannel/lease';
+import { KubeApiServer, startKubeApiServer } from '../support/kube-apiserver';
 
 describe('vxlan-flannel operator commands (file store)', () => {
   let dir: string;
@@ -127,5 +128,65 @@ describe('vxlan-flannel operator commands (file store)', () => {
     writeFileSync(join(dir, 'subnets', '10.88.9.0-24'), 'not json');
     expect(await cli('release', '10.88.9.0/24')).toBe(0);
     expect(readdirSync(join(dir, 'subnets'))).toEqual([]);
+  });
+
+  it('the store commands refuse --kube-subnet-mgr, saying what to use instead, and change nothing', async () => {
+    for (const args of [['network', 'set', '--network', '10.88.0.0/16'], ['network', 'get'], ['leases'], ['release', '10.88.4.0/24']]) {
+      expect(await cli(...args, '--kube-subnet-mgr')).toBe(1);
+      expect(err).toMatch(new RegExp(`^vxlan-flannel: \`vxlan-flannel ${args.slice(0, args[0] === 'network' ? 2 : 1).join(' ')}\` works on a lease store \\(etcd, the file store\\); with --kube-subnet-mgr the leases are the Nodes' pod CIDRs and annotations: use kubectl`));
+    }
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+describe('vxlan-flannel status --kube-subnet-mgr (the stand-in API server)', () => {
+  let server: KubeApiServer;
+  let dir: string;
+  let out: string;
+
+  beforeAll(async () => {
+    server = await startKubeApiServer();
+    dir = mkdtempSync(join(tmpdir(), 'flannel-cli-kube-'));
+  });
+  afterAll(async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    out = '';
+    vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
+    vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+    process.exitCode = undefined;
+  });
+
+  it('shows this node\'s Node with its NetworkUnavailable condition, its lease read from the annotations, the Nodes it ignores and why', async () => {
+    const P = 'flannel.alpha.coreos.com';
+    const annotations = (octet: number) => ({
+      [`${P}/kube-subnet-manager`]: 'true',
+      [`${P}/backend-type`]: 'vxlan',
+      [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"0a:00:00:00:00:0${octet}"}`,
+      [`${P}/public-ip`]: `192.168.88.${octet}`,
+    });
+    await server.createNode({ metadata: { name: 'n1', annotations: annotations(1) }, spec: { podCIDR: '10.88.1.0/24' }, status: { conditions: [{ type: 'NetworkUnavailable', status: 'True', reason: 'NoRouteCreated' }] } });
+    await server.createNode({ metadata: { name: 'n2', annotations: { ...annotations(2), [`${P}/backend-data`]: 'nope' } }, spec: { podCIDR: '10.88.2.0/24' } });
+    writeFileSync(join(dir, 'net-conf.json'), '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}');
+    writeFileSync(join(dir, 'subnet.env'), 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_SUBNET=10.88.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n');
+    const args = ['status', '--kube-subnet-mgr', '--kube-api-url', server.url, '--node-name', 'n1', '--net-config-path', join(dir, 'net-conf.json'), '--subnet-file', join(dir, 'subnet.env')];
+    await main(['node', 'vxlan-flannel', ...args, '--json']);
+    expect(process.exitCode).toBe(1);
+    const report = JSON.parse(out);
+    expect(report).toMatchObject({
+      store: `Kubernetes API ${server.url}, node "n1"`,
+      node: { name: 'n1', exists: true, networkUnavailable: { status: 'True', reason: 'NoRouteCreated' } },
+      lease: { subnet: '10.88.1.0/24', inStore: true, publicIP: '192.168.88.1', vtepMAC: '0a:00:00:00:00:01' },
+      ignored: [`nodes/n2: node "n2": annotation ${P}/backend-data is not JSON: "nope"`],
+    });
+    expect(report.problems[0]).toBe('node "n1" has NetworkUnavailable True (NoRouteCreated): no pod is scheduled on it');
+    out = '';
+    await main(['node', 'vxlan-flannel', ...args]);
+    expect(out).toMatch(/^store: {3}Kubernetes API .*\nnode: {4}n1, NetworkUnavailable True \(NoRouteCreated\)\n/);
   });
 });

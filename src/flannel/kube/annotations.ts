@@ -19,6 +19,7 @@
 import { IP, Prefix } from '../../net/ip';
 import { normalizeMac } from '../../net/mac';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../lease';
+import type { LeaseList } from '../manager';
 import type { KubeNode } from './node';
 
 export const DEFAULT_ANNOTATION_PREFIX = 'flannel.alpha.coreos.com';
@@ -159,6 +160,21 @@ export function nodeLease(node: KubeNode, names: FlannelAnnotations): { lease: L
   } catch (err) {
     return { reason: `node ${JSON.stringify(node.metadata.name)}: ${(err as Error).message}` };
   }
+}
+
+/**
+ * Every flannel node among `nodes` as a lease (naming its Node), and those
+ * whose annotations cannot be used with why (keyed `nodes/<name>`).
+ */
+export function nodeLeaseList(nodes: Iterable<KubeNode>, names: FlannelAnnotations, revision?: string): LeaseList {
+  const list: LeaseList = { leases: [], bad: [], ...(revision !== undefined ? { revision } : {}) };
+  for (const node of nodes) {
+    const r = nodeLease(node, names);
+    if (!r) continue;
+    if ('reason' in r) list.bad.push({ key: `nodes/${node.metadata.name}`, why: r.reason });
+    else list.leases.push({ ...r.lease, node: node.metadata.name });
+  }
+  return list;
 }
 
 function address(a: Record<string, string>, key: string, family: 4 | 6): IP {

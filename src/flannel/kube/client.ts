@@ -76,6 +76,17 @@ export class KubeClient {
       : new http.Agent({ keepAlive: true });
   }
 
+  /** The API's base URL. */
+  get server(): string {
+    return this.conn.server;
+  }
+
+  /** The node a pod runs on (its spec.nodeName; undefined while it is not scheduled). */
+  async podNodeName(namespace: string, name: string): Promise<string | undefined> {
+    const pod = await this.call<{ spec?: { nodeName?: string } }>('GET', `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`);
+    return pod.spec?.nodeName || undefined;
+  }
+
   getNode(name: string): Promise<KubeNode> {
     return this.call<KubeNode>('GET', `/api/v1/nodes/${encodeURIComponent(name)}`);
   }
