@@ -28,7 +28,7 @@ function durationMs(value: string): number {
   return Number(m[1]) * { s: 1_000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 's' | 'm' | 'h'];
 }
 
-function count(value: string): number {
+function wholeNumber(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('expected a whole number (0: all)');
   return Number(value);
 }
@@ -57,7 +57,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--conf-dir <dir>', 'the runtime\'s CNI config directory', '/etc/cni/net.d')
     .option('--bin-dir <dirs>', 'the runtime\'s CNI plugin directories, colon-separated', '/opt/cni/bin')
     .option('--cache-dir <dir>', 'libcni\'s cache directory (results of every attachment)', '/var/lib/cni')
-    .option('--max-conf-num <n>', 'how many config files the runtime loads, in name order (containerd\'s max_conf_num; 0: all)', count, 1)
+    .option('--max-conf-num <n>', 'how many config files the runtime loads, in name order (containerd\'s max_conf_num; 0: all)', wholeNumber, 1)
     .option('--min-age <duration>', 'never release state younger than this (a pod being created is not listed yet)', '5m')
     .option('--dry-run', 'change nothing; list what would be released')
     .option('--json', 'print the attachments as a JSON array (the summary goes to stderr)')

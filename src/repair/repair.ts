@@ -33,7 +33,6 @@ export interface RepairOptions {
   /** State written less than this before the runtime was asked is never released. */
   minAgeMs: number;
   dryRun: boolean;
-  runtimeTimeoutMs?: number;
 }
 
 /** An attachment released (in a dry run: to be). A torn reservation file has containerID and ifname ''. */
@@ -91,7 +90,7 @@ export async function repair(o: RepairOptions): Promise<RepairReport> {
 
 /** The ids of every sandbox the runtime knows, in any state. */
 async function liveSandboxes(o: RepairOptions): Promise<Set<string>> {
-  const cri = new CriClient(o.runtimeEndpoint, { timeoutMs: o.runtimeTimeoutMs });
+  const cri = new CriClient(o.runtimeEndpoint);
   try {
     return new Set((await cri.listPodSandboxes()).map((s) => s.id));
   } finally {
@@ -155,7 +154,7 @@ async function collect(list: NetworkConfigList, plan: NetworkPlan, o: RepairOpti
   for (const a of plan.stale) {
     const left = after.attachments.find((b) => b.containerID === a.containerID && (b.ifname === a.ifname || b.ifname === '' || a.ifname === ''));
     if (!left) released(a.containerID, a.ifname, a.addresses);
-    else report.errors.push(`network ${network}: ${describe(a)} still holds state after GC${left.addresses.length ? ` (${left.addresses.join(', ')})` : ''}`);
+    else report.errors.push(`network ${network}: ${attachmentName(a)} still holds state after GC${left.addresses.length ? ` (${left.addresses.join(', ')})` : ''}`);
   }
   for (const t of plan.torn) {
     if (!after.torn.some((u) => u.address === t.address)) released('', '', [t.address]);
@@ -163,5 +162,5 @@ async function collect(list: NetworkConfigList, plan: NetworkPlan, o: RepairOpti
   }
 }
 
-const describe = (a: { containerID: string; ifname: string }) => `container ${a.containerID}${a.ifname ? ` (${a.ifname})` : ''}`;
+const attachmentName = (a: { containerID: string; ifname: string }) => `container ${a.containerID}${a.ifname ? ` (${a.ifname})` : ''}`;
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
