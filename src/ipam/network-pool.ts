@@ -145,7 +145,7 @@ export class NetworkPool {
     if (!create && !this.store.exists()) return undefined;
     ensureDir(this.metaDir);
     if (create) this.store.create();
-    return withLock(this.store.dir, join(this.metaDir, 'lock'), this.lockTimeoutMs, async () => {
+    return withLock(join(this.store.dir, 'lock'), this.lockTimeoutMs, async () => {
       if (!this.store.exists()) return undefined; // removed while we waited
       this.store.discardStaged(); // a call killed mid-ADD may have left one
       try {

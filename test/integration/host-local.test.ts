@@ -35,7 +35,11 @@ const env = (command: string, id = 'ctr1', ifname = 'eth0', more: Partial<Plugin
   ...more,
 });
 const netDir = () => join(dataDir, 'hlnet');
+/** A file of our own state that every call reads holding the lock. */
+const OUR_STAMP = () => join(dataDir, '.cni-ts', 'hlnet', 'stamp');
 const files = () => (fs.existsSync(netDir()) ? fs.readdirSync(netDir()).sort() : []);
+/** The reservation files alone (not lock, not last_reserved_ip.*). */
+const reserved = () => files().filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip.'));
 const addresses = (json: any) => (json.ips ?? []).map((i: any) => i.address);
 
 /**
@@ -52,6 +56,52 @@ function snapshot(root: string): Record<string, string> {
     out[name] = st.isDirectory() ? '<dir>' : st.isFIFO() ? '<fifo>' : fs.readFileSync(p, 'utf8');
   }
   return out;
+}
+
+/** Another process holding the flock on `file`: flock(1) becomes `cat` (no fork), which echoes once it runs. */
+async function holdLock(file: string) {
+  const child = spawn('flock', ['--exclusive', '--no-fork', file, 'cat'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdin.write('held\n');
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once('data', () => resolve());
+    child.once('error', reject);
+  });
+  const closed = new Promise((r) => child.once('close', r));
+  return { release: async () => void (child.kill('SIGKILL'), await closed) };
+}
+
+/**
+ * Starts `plugin` ADD and returns once it blocks inside the network's lock,
+ * reading a FIFO put where it reads while holding the lock: last_reserved_ip.0
+ * (both plugins read it), or for ours alone a file of our own state, which the
+ * Go plugin never reads. A FIFO can be opened for writing without blocking
+ * only once a reader has it open. `kill` SIGKILLs the call and restores the file.
+ */
+async function blockInsideLock(plugin: string, e: PluginEnv, c: object, fifo = join(netDir(), 'last_reserved_ip.0')) {
+  const saved = fs.existsSync(fifo) ? fs.readFileSync(fifo, 'utf8') : undefined;
+  fs.rmSync(fifo, { force: true });
+  sh(['mkfifo', fifo]);
+  const child = spawn(plugin, [], { env: { ...e, PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
+  const closed = new Promise((r) => child.on('close', r));
+  child.stdin.end(JSON.stringify(c));
+  let writer: number | undefined;
+  for (let i = 0; i < 200 && writer === undefined; i++) {
+    try {
+      writer = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+    } catch {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  if (writer === undefined) throw new Error(`${plugin} never reached ${fifo}`);
+  return {
+    kill: async () => {
+      child.kill('SIGKILL');
+      await closed;
+      fs.closeSync(writer!);
+      fs.unlinkSync(fifo);
+      if (saved !== undefined) fs.writeFileSync(fifo, saved);
+    },
+  };
 }
 
 describe('spec matrix', () => {
@@ -74,7 +124,7 @@ describe('spec matrix', () => {
     const del = await runPlugin(OURS, env('DEL'), c);
     expect(del.code, del.stdout).toBe(0);
     expect(del.stdout).toBe('');
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toEqual([]);
+    expect(reserved()).toEqual([]);
     for (const cmd of ['GC', 'STATUS']) {
       const r = await runPlugin(OURS, { CNI_COMMAND: cmd }, { ...c, 'cni.dev/valid-attachments': [] });
       expect(r.code === 0, `${cmd} ${r.stdout}`).toBe(v === '1.1.0');
@@ -105,7 +155,7 @@ describe('ADD', () => {
     const again = await runPlugin(OURS, env('ADD'), conf());
     expect(again.code).toBe(0);
     expect(addresses(again.json)).toEqual(addresses(first.json));
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toHaveLength(2);
+    expect(reserved()).toHaveLength(2);
   });
 
   it('works for container IDs too long to name an index file (hashed)', async () => {
@@ -114,7 +164,7 @@ describe('ADD', () => {
     expect(fs.readdirSync(join(dataDir, '.cni-ts', 'hlnet', 'attachments'))[0]).toMatch(/^#[0-9a-f]{64}$/);
     expect((await runPlugin(OURS, env('CHECK', id), conf())).code).toBe(0);
     expect((await runPlugin(OURS, env('DEL', id), conf())).code).toBe(0);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('writes the Go format byte for byte, and routes and dns as configured', async () => {
@@ -174,7 +224,7 @@ describe('DEL', () => {
     const noRanges = { cniVersion: '1.0.0', name: 'hlnet', ipam: { type: 'host-local', dataDir } };
     const r = await runPlugin(OURS, env('DEL', 'ctr1', 'eth0', { CNI_NETNS: undefined }), noRanges);
     expect(r.code, r.stdout).toBe(0);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('a damaged index entry is rebuilt from the reservation files, and DEL still releases', async () => {
@@ -184,7 +234,7 @@ describe('DEL', () => {
     const r = await runPlugin(OURS, env('DEL', 'dmg'), conf());
     expect(r.code, r.stdout).toBe(0);
     expect(r.stderr).toMatch(/rebuilding the index/);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('releases legacy files that hold only the container ID', async () => {
@@ -273,11 +323,11 @@ describe('interop with the Go host-local on one dataDir', () => {
     // Go reads ours: CHECK (it looks for any file of the container) and DEL
     expect((await runPlugin(GO, env('CHECK', 'ts-ctr'), conf({}, { cniVersion: '1.0.0' }))).code).toBe(0);
     expect((await runPlugin(GO, env('DEL', 'ts-ctr'), conf({}, { cniVersion: '1.0.0' }))).code).toBe(0);
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.') && f !== 'lock')).toEqual([]);
+    expect(reserved()).toEqual([]);
     // and we notice Go's changes: an ADD by Go after ours is found by our DEL
     await runPlugin(GO, env('ADD', 'go-2'), conf({}, { cniVersion: '1.0.0' }));
     expect((await runPlugin(OURS, env('DEL', 'go-2'), conf())).code).toBe(0);
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.') && f !== 'lock')).toEqual([]);
+    expect(reserved()).toEqual([]);
   });
 });
 
@@ -290,45 +340,57 @@ describe('concurrency and crashes', () => {
     expect(new Set(ips).size).toBe(32);
     const dels = await Promise.all(Array.from({ length: 32 }, (_, i) => runPlugin(OURS, env('DEL', `par${i}`), c)));
     for (const d of dels) expect(d.code, d.stdout).toBe(0);
-    expect(files().filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip.'))).toEqual([]);
+    expect(reserved()).toEqual([]);
   });
 
   it('waits a bounded time for a held lock, then answers code 11 and changes nothing', async () => {
     await runPlugin(OURS, env('ADD', 'first'), conf());
-    const lock = join(dataDir, '.cni-ts', 'hlnet', 'lock');
-    fs.mkdirSync(lock); // held by "someone": proper-lockfile's lock is this directory
-    const before = snapshot(dataDir);
-    const started = Date.now();
-    const r = await runPlugin(OURS, env('ADD', 'second'), conf({ lockTimeoutMs: 700 }));
-    expect(r.json.code).toBe(11);
-    expect(r.json.msg).toMatch(/timed out after 700 ms waiting for the lock/);
-    expect(Date.now() - started).toBeLessThan(5000);
-    expect(snapshot(dataDir)).toEqual(before);
-    fs.rmdirSync(lock);
+    const holder = await holdLock(join(netDir(), 'lock'));
+    try {
+      const before = snapshot(dataDir);
+      const started = Date.now();
+      const r = await runPlugin(OURS, env('ADD', 'second'), conf({ lockTimeoutMs: 700 }));
+      expect(r.json.code).toBe(11);
+      expect(r.json.msg).toMatch(/timed out after 700 ms waiting for the lock .*hlnet\/lock/);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(snapshot(dataDir)).toEqual(before);
+    } finally {
+      await holder.release();
+    }
   });
 
-  it('a process killed holding the lock leaves neither a stuck lock nor a torn file', async () => {
+  it('a call SIGKILLed holding the lock costs the next call nothing, and leaves no torn file', async () => {
     await runPlugin(OURS, env('ADD', 'first'), conf());
-    // A FIFO as last_reserved_ip.0 makes the next ADD block inside the lock.
-    const fifo = join(netDir(), 'last_reserved_ip.0');
-    fs.unlinkSync(fifo);
-    sh(['mkfifo', fifo]);
-    const child = spawn(OURS, [], { env: { ...env('ADD', 'victim'), PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
-    const closed = new Promise((r) => child.on('close', r));
-    child.stdin.end(JSON.stringify(conf()));
-    const lock = join(dataDir, '.cni-ts', 'hlnet', 'lock');
-    for (let i = 0; i < 100 && !fs.existsSync(lock); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(fs.existsSync(lock)).toBe(true);
-    child.kill('SIGKILL');
-    await closed;
-    fs.unlinkSync(fifo);
-    expect(fs.existsSync(lock)).toBe(true); // left behind by the killed call
-    const r = await runPlugin(OURS, env('ADD', 'after'), conf()); // default wait (10 s) > stale time (5 s)
+    const victim = await blockInsideLock(OURS, env('ADD', 'victim'), conf());
+    await victim.kill();
+    const started = Date.now();
+    const r = await runPlugin(OURS, env('ADD', 'after'), conf());
     expect(r.code, r.stdout).toBe(0);
+    expect(Date.now() - started).toBeLessThan(1000); // the kernel freed the lock when the holder died
     for (const f of files().filter((n) => /^[0-9a-f.:]+$/.test(n) && !n.startsWith('last'))) {
       expect(fs.readFileSync(join(netDir(), f), 'utf8')).toMatch(/^[a-z]+\r\neth0$/);
     }
-  }, 30_000);
+  });
+
+  it('the Go plugin and ours exclude each other on one directory (flock on <network>/lock)', async () => {
+    const goConf = conf({}, { cniVersion: '1.0.0' });
+    await runPlugin(OURS, env('ADD', 'first'), conf());
+    // ours holds the lock: Go's ADD waits for it
+    const ours = await blockInsideLock(OURS, env('ADD', 'ours-blocked'), conf(), OUR_STAMP());
+    const goAdd = runPlugin(GO, env('ADD', 'go-waits'), goConf);
+    let goDone = false;
+    void goAdd.then(() => (goDone = true));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(goDone).toBe(false);
+    await ours.kill();
+    expect((await goAdd).code).toBe(0);
+    // Go holds the lock: our ADD waits, and gives up at lockTimeoutMs
+    const go = await blockInsideLock(GO, env('ADD', 'go-blocked'), goConf);
+    const r = await runPlugin(OURS, env('ADD', 'ours-waits'), conf({ lockTimeoutMs: 700 }));
+    expect(r.json?.code, r.stdout).toBe(11);
+    await go.kill();
+    expect((await runPlugin(OURS, env('ADD', 'ours-waits'), conf())).code).toBe(0);
+  });
 
   it('SIGKILL at moments spread over a whole ADD never leaves a torn reservation', async () => {
     const c = conf({ ranges: [[{ subnet: '10.74.0.0/24' }]] });

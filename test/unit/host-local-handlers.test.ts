@@ -67,7 +67,7 @@ describe('ADD and DEL', () => {
 
     const del = await run('DEL', c);
     expect(del).toMatchObject({ exitCode: 0, stdout: '' });
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('[0.1.0] prints ip4/ip6', async () => {
@@ -81,7 +81,7 @@ describe('ADD and DEL', () => {
     await run('ADD', conf(), 'dummy', 'eth1');
     expect(read('10.1.2.3')).toBe('dummy\r\neth1');
     await run('DEL', conf(), 'dummy', 'eth0');
-    expect(files().filter((f) => !f.startsWith('last_'))).toEqual(['10.1.2.3', '2001:db8:1::3']);
+    expect(files().filter((f) => !f.startsWith('last_') && f !== 'lock')).toEqual(['10.1.2.3', '2001:db8:1::3']);
   });
 
   it('continues the round-robin from last_reserved_ip, as the reference does', async () => {
