@@ -49,7 +49,7 @@ async function check(req: Request): Promise<void> {
 
 /** A reservation GC releases: its attachment is not valid, or its file is torn and old. */
 function isGarbage(r: Reservation, valid: AttachmentSet, now: number): boolean {
-  if (!r.owner) return now - r.mtimeMs >= TORN_GRACE_MS;
+  if (!r.owner) return now - (r.tornSinceMs ?? 0) >= TORN_GRACE_MS;
   return r.owner.ifname === undefined ? !valid.hasContainer(r.owner.containerId) : !valid.has(r.owner.containerId, r.owner.ifname);
 }
 

@@ -61,7 +61,7 @@ export async function listReservations(dataDir: string, confDir: string, only?: 
   for (const network of networks) {
     const sets = rangeSetsFromConfDir(confDir, network);
     const pool = new NetworkPool({ dataDir, network, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS });
-    const rows = (await pool.reservations()).sort((a, b) => a.ip.compare(b.ip));
+    const rows = pool.reservations().sort((a, b) => a.ip.compare(b.ip));
     for (const r of rows) {
       out.push({
         network,

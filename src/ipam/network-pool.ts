@@ -9,6 +9,7 @@ import { CniError, ErrorCode } from '../cni/errors';
 import { IP } from '../net/ip';
 import { withLock } from '../util/lock';
 import { ensureDir } from '../util/fs';
+import { onPath } from './io-failure';
 import { Allocation, allocate } from './allocator';
 import { AttachmentIndex, StaleIndexError } from './attachment-index';
 import type { StoreLocation } from './config';
@@ -31,7 +32,7 @@ export class NetworkPool {
     this.lockTimeoutMs = where.lockTimeoutMs;
     this.metaDir = join(where.dataDir, META_DIR, where.network);
     this.store = new DiskStore(where.dataDir, where.network, this.metaDir);
-    this.index = new AttachmentIndex(this.metaDir, this.store);
+    this.index = new AttachmentIndex(this.metaDir, this.store.dir);
   }
 
   /**
@@ -42,18 +43,18 @@ export class NetworkPool {
     const allocations = await this.locked(true, () => {
       const held = this.heldBy(owner);
       this.index.invalidate();
-      let result;
+      let result: Allocation[];
       try {
         result = allocate(this.store, sets, requested, owner, held);
       } catch (err) {
-        // A CniError comes after allocate() rolled back cleanly: the index is still right.
-        if (err instanceof CniError) this.index.stamp();
+        // allocate() undid what it reserved, so the index is still right, unless the
+        // disk failed under it: then the stamp stays removed and the next call rebuilds.
+        if (!(err instanceof CniError && err.code === ErrorCode.IOFailure)) this.index.commit();
         throw err;
       }
       // Addresses held in range sets no longer configured stay held until DEL.
       const kept = held.filter((ip) => !result.some((a) => a.ip.equals(ip)));
       this.index.set(owner, [...result.map((a) => a.ip), ...kept]);
-      this.index.stamp();
       return result;
     });
     if (!allocations) throw new CniError(ErrorCode.TryAgainLater, `the state directory of network ${this.network} was removed during ADD`);
@@ -76,7 +77,6 @@ export class NetworkPool {
       this.index.invalidate();
       for (const ip of ips) this.store.release(ip);
       this.index.set(key, []);
-      this.index.stamp();
       return ips;
     });
     return released ?? [];
@@ -89,8 +89,8 @@ export class NetworkPool {
 
   /** Releases every reservation `isGarbage` picks, and returns them. */
   async collect(isGarbage: (r: Reservation) => boolean): Promise<Reservation[]> {
-    const collected = await this.locked(false, async () => {
-      const garbage = (await this.store.scan()).filter(isGarbage);
+    const collected = await this.locked(false, () => {
+      const garbage = this.store.scan().filter(isGarbage);
       if (garbage.length === 0) return [];
       this.index.invalidate();
       const owners = new Map<string, Owner>();
@@ -100,7 +100,6 @@ export class NetworkPool {
       }
       // Only the released attachments' entries change; the index stays valid for the rest.
       for (const o of owners.values()) this.index.set(o, []);
-      this.index.stamp();
       return garbage;
     });
     return collected ?? [];
@@ -119,7 +118,7 @@ export class NetworkPool {
   }
 
   /** Every reservation as it is on disk, without the lock (for listing). */
-  reservations(): Promise<Reservation[]> {
+  reservations(): Reservation[] {
     return this.store.scan();
   }
 
@@ -141,23 +140,29 @@ export class NetworkPool {
    * Runs `fn` holding the network's lock, with a trustworthy index; undefined
    * when there is no state and `create` is false (or it was removed while we waited).
    */
-  private async locked<T>(create: boolean, fn: () => Promise<T> | T): Promise<T | undefined> {
+  private async locked<T>(create: boolean, fn: () => T): Promise<T | undefined> {
     if (!create && !this.store.exists()) return undefined;
-    ensureDir(this.metaDir);
-    if (create) this.store.create();
+    if (create) {
+      this.store.create();
+      // Only ADD needs our directory (its scratch file); the others must work on a full filesystem.
+      onPath('create', this.metaDir, () => ensureDir(this.metaDir));
+    }
     return withLock(join(this.store.dir, 'lock'), this.lockTimeoutMs, async () => {
       if (!this.store.exists()) return undefined; // removed while we waited
       this.store.discardStaged(); // a call killed mid-ADD may have left one
       try {
-        await this.index.open();
+        this.index.open(this.store);
+        let result: T;
         try {
-          return await fn();
+          result = fn();
         } catch (err) {
           if (!(err instanceof StaleIndexError)) throw err;
           process.stderr.write(`host-local: ${err.message}; rebuilding the index\n`);
-          await this.index.rebuild(await this.store.scan());
-          return await fn();
+          this.index.rebuild(this.store);
+          result = fn();
         }
+        this.index.commit();
+        return result;
       } finally {
         this.store.discardStaged();
       }

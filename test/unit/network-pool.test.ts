@@ -66,8 +66,8 @@ describe('NetworkPool', () => {
 
   it('rebuilds a damaged index and carries on', async () => {
     await pool().allocate(a, config().rangeSets, none);
-    const entries = join(dataDir, '.cni-ts', 'net', 'attachments');
-    fs.writeFileSync(join(entries, fs.readdirSync(entries)[0]), 'garbage');
+    const buckets = join(dataDir, '.cni-ts', 'net', 'index');
+    for (const b of fs.readdirSync(buckets)) fs.writeFileSync(join(buckets, b), 'garbage'); // the stamp still says "fresh"
     expect((await pool().release(a)).map(String)).toEqual(['10.1.0.2', 'fd01::2']);
     expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/rebuilding the index/));
   });
