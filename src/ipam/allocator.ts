@@ -38,7 +38,7 @@ export function allocate(
       if (have) {
         if (want && !want.equals(have)) {
           throw new CniError(
-            ErrorCode.Internal,
+            ErrorCode.InvalidNetworkConfig,
             `${ownerToString(owner)} already holds ${have} in range set ${set}; it cannot also have the requested ${want}`,
           );
         }
@@ -60,7 +60,8 @@ function reserveRequested(store: ReservationStore, set: RangeSet, ip: IP, owner:
   if (!store.reserve(ip, owner)) {
     const holder = store.ownerOf(ip);
     const who = holder ? `container ${ownerToString(holder)}` : 'an unreadable reservation';
-    throw new CniError(ErrorCode.Internal, `requested IP ${ip} is already reserved by ${who} (range set ${set})`);
+    // Code 11: the holder may go away (a pod being replaced), so the runtime's retry can succeed.
+    throw new CniError(ErrorCode.TryAgainLater, `requested IP ${ip} is already reserved by ${who} (range set ${set})`);
   }
   return ip;
 }
@@ -69,5 +70,6 @@ function reserveNext(store: ReservationStore, set: RangeSet, owner: Owner): IP {
   for (const { ip } of set.candidates(store.lastReserved(set.index))) {
     if (store.reserve(ip, owner)) return ip;
   }
-  throw new CniError(ErrorCode.Internal, `no IP addresses available in range set ${set}`);
+  // Code 50, as STATUS answers for the same state: the plugin cannot service ADDs.
+  throw new CniError(ErrorCode.PluginNotAvailable, `no IP addresses available in range set ${set}`);
 }

@@ -4,11 +4,12 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { parseNetConf, Json } from '../cni/config';
 import { parseCniArgs } from '../cni/args';
-import { loadIpamConfig } from './config';
+import { META_DIR, loadIpamConfig } from './config';
 import { RangeSet } from './range';
-import { META_DIR, NetworkPool } from './network-pool';
+import { NetworkPool } from './network-pool';
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../util/lock';
 import { formatTable } from '../util/table';
+import { describeFailure } from './io-failure';
 
 export interface Listed {
   network: string;
@@ -53,8 +54,9 @@ export async function listReservations(dataDir: string, confDir: string, only?: 
       .filter((d) => d.isDirectory() && d.name !== META_DIR && !d.name.startsWith('.'))
       .map((d) => d.name)
       .sort();
-  } catch {
-    networks = [];
+  } catch (err) {
+    // A typo must not look like "no reservations".
+    throw new Error(`cannot list --data-dir ${dataDir}: ${describeFailure(err)}`);
   }
   if (only) networks = networks.filter((n) => n === only);
   const out: Listed[] = [];

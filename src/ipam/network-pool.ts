@@ -12,13 +12,11 @@ import { ensureDir } from '../util/fs';
 import { onPath } from './io-failure';
 import { Allocation, allocate } from './allocator';
 import { AttachmentIndex, StaleIndexError } from './attachment-index';
-import type { StoreLocation } from './config';
+import { META_DIR, StoreLocation } from './config';
 import { DiskStore, Reservation, reservationName } from './disk-store';
 import { Owner, ownerEquals } from './owner';
 import type { RangeSet } from './range';
 
-/** Our own per-network state sits under a name no network can have (names never start with '.'). */
-export const META_DIR = '.cni-ts';
 
 export class NetworkPool {
   private readonly store: DiskStore;

@@ -1,6 +1,6 @@
 // host-local as a runtime runs it: the built bundle, env + config on stdin.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { GO_BIN, OUR_BIN, PluginEnv, runPlugin, sh, tempDir } from './helpers';
@@ -437,6 +437,7 @@ describe('bad input: the right code, a message naming the field, nothing written
     ['unsupported version', {}, { ...good(), cniVersion: '2.0.0' }, 1, /2.0.0/],
     ['missing name', {}, { ...good(), name: undefined }, 7, /name/],
     ['bad network name', {}, { ...good(), name: '../../etc' }, 7, /network name/],
+    ['network name longer than a file name', {}, { ...good(), name: 'n'.repeat(256) }, 7, /network name \(field "name"\) is 256 bytes/],
     ['missing ipam', {}, { cniVersion: '1.0.0', name: 'hlnet' }, 7, /ipam/],
     ['relative dataDir', {}, conf({ dataDir: 'rel' }), 7, /ipam.dataDir/],
     ['subnet too small', {}, conf({ ranges: [[{ subnet: '10.75.0.0/31' }]] }), 7, /subnet/],
@@ -455,7 +456,79 @@ describe('bad input: the right code, a message naming the field, nothing written
   });
 });
 
+describe('full and read-only filesystems', () => {
+  /** A small tmpfs as the dataDir's filesystem, for this test only. */
+  function smallFs(size: string) {
+    const mnt = join(tmp.path, 'small');
+    fs.mkdirSync(mnt);
+    sh(['mount', '-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'tmpfs', mnt]);
+    dataDir = join(mnt, 'data');
+    return {
+      /** Writes a file until the filesystem is full. */
+      fill: () => {
+        const fd = fs.openSync(join(mnt, 'filler'), 'w');
+        try {
+          for (;;) fs.writeSync(fd, Buffer.alloc(4096));
+        } catch (err) {
+          expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+        } finally {
+          fs.closeSync(fd);
+        }
+      },
+      unfill: () => fs.unlinkSync(join(mnt, 'filler')),
+      readOnly: () => sh(['mount', '-o', 'remount,ro', mnt]),
+      unmount: () => sh(['umount', mnt]),
+    };
+  }
+
+  it('full: DEL still releases and exits 0; an ADD that fails leaves no reservation; both name the cause', async () => {
+    const small = smallFs('512k');
+    try {
+      for (const id of ['a', 'b']) expect((await runPlugin(OURS, env('ADD', id), conf())).code).toBe(0);
+      small.fill();
+      // A second network on the full filesystem (an ADD on the first may just fit: it frees its stamp).
+      const add = await runPlugin(OURS, env('ADD', 'c'), { ...conf(), name: 'other' });
+      expect(add.json?.code, add.stdout).toBe(5);
+      expect(add.json.msg).toBe(`cannot write ${dataDir}/.cni-ts/other/reservation.tmp: ENOSPC (no space left on device)`);
+      expect(fs.readdirSync(join(dataDir, 'other'))).toEqual(['lock']); // no reservation, no last_reserved_ip
+      expect(fs.readdirSync(join(dataDir, '.cni-ts', 'other'))).toEqual([]);
+      const del = await runPlugin(OURS, env('DEL', 'a'), conf());
+      expect(del.code, del.stdout + del.stderr).toBe(0);
+      expect(reserved()).toEqual(['10.70.0.3', 'fd70::3']);
+      // with room again, everything carries on: the index was rebuilt where it could not be saved
+      small.unfill();
+      expect(addresses((await runPlugin(OURS, env('ADD', 'c'), conf())).json)).toEqual(['10.70.0.4/24', 'fd70::4/64']);
+      expect((await runPlugin(OURS, env('DEL', 'b'), conf())).code).toBe(0);
+      expect((await runPlugin(OURS, env('CHECK', 'b'), conf())).code).not.toBe(0);
+      expect(reserved()).toEqual(['10.70.0.4', 'fd70::4']);
+    } finally {
+      small.unmount();
+    }
+  });
+
+  it('read-only: ADD fails with code 5 naming the path and EROFS (not ENOENT), and a new dataDir is not half made', async () => {
+    const small = smallFs('512k');
+    try {
+      small.readOnly();
+      const add = await runPlugin(OURS, env('ADD'), conf());
+      expect(add.json?.code, add.stdout).toBe(5);
+      expect(add.json.msg).toBe(`cannot create ${netDir()}: EROFS (read-only file system)`);
+    } finally {
+      small.unmount();
+    }
+  });
+});
+
 describe('ls', () => {
+  it('a missing or non-directory --data-dir is an error, not an empty list', () => {
+    for (const [dir, cause] of [[join(tmp.path, 'typo'), 'ENOENT'], ['/etc/hostname', 'ENOTDIR']]) {
+      const r = spawnSync(OURS, ['ls', '--data-dir', dir], { encoding: 'utf8' });
+      expect(r.status).not.toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`host-local: cannot list --data-dir ${dir}: ${cause} (${cause === 'ENOENT' ? 'no such file or directory' : 'not a directory'})\n`);
+    }
+  });
+
   it('lists reservations with their range set from the config directory and flags torn files', async () => {
     const confDir = join(tmp.path, 'net.d');
     fs.mkdirSync(confDir);

@@ -4,6 +4,8 @@
 // drives cmdAdd/cmdDel. The integration tests run the built executable.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import * as fs from 'node:fs';
+import fsModule from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { handle } from '../../src/cni/skel';
@@ -91,18 +93,89 @@ describe('ADD and DEL', () => {
     expect(add.json.ips[0].address).toBe('10.2.2.2/24'); // wrapped into the next range, past its gateway
   });
 
-  it('takes a requested address from CNI_ARGS and names its holder when taken', async () => {
+  it('takes a requested address from CNI_ARGS; taken, it is code 11 naming the holder', async () => {
     const first = await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.77');
     expect(first.json.ips[0].address).toBe('10.1.2.77/24');
     const second = await run('ADD', conf(), 'b', 'eth0', 'IP=10.1.2.77');
     expect(second.exitCode).toBe(1);
-    expect(second.json.msg).toMatch(/10.1.2.77 is already reserved by container a \(eth0\)/);
+    expect(second.json).toMatchObject({ code: 11, msg: expect.stringMatching(/10.1.2.77 is already reserved by container a \(eth0\)/) });
     expect(files().filter((f) => f.startsWith('10.'))).toEqual(['10.1.2.77']);
+  });
+
+  it('an attachment asking for another address than the one it holds is code 7', async () => {
+    await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.77');
+    const again = await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.78');
+    expect(again.json).toMatchObject({ code: 7, msg: expect.stringMatching(/already holds 10.1.2.77 .* requested 10.1.2.78/) });
+  });
+
+  it('an exhausted range set is code 50, as STATUS says for it', async () => {
+    const tiny = conf({}, { ranges: [[{ subnet: '10.9.0.0/30' }]] });
+    await run('ADD', tiny, 'a');
+    const r = await run('ADD', tiny, 'b');
+    expect(r.json).toMatchObject({ code: 50, msg: 'no IP addresses available in range set 10.9.0.1-10.9.0.2' });
+  });
+
+  it('a network name longer than a file name may be is code 7, and nothing is written', async () => {
+    const r = await run('ADD', conf({ name: 'n'.repeat(256) }));
+    expect(r.json).toMatchObject({ code: 7, msg: expect.stringMatching(/network name \(field "name"\) is 256 bytes/) });
+    const deep = await run('ADD', conf({}, { dataDir: join(dataDir, ...Array(17).fill('d'.repeat(250))) }));
+    expect(deep.json).toMatchObject({ code: 7, msg: expect.stringMatching(/field "ipam.dataDir" is too long/) });
+    expect(fs.existsSync(dataDir)).toBe(false);
   });
 
   it('DEL of nothing succeeds and creates nothing', async () => {
     expect(await run('DEL', conf())).toMatchObject({ exitCode: 0, stdout: '' });
     expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+/**
+ * A filesystem with no free space at all: every call that could take space
+ * fails with ENOSPC (the spies replace node:fs's own functions, which its ESM
+ * view then mirrors). Unlinking and reading still work.
+ */
+function withNoSpace<T>(fn: () => Promise<T>): Promise<T> {
+  const full = () => Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC', errno: -28 });
+  const fail = () => {
+    throw full();
+  };
+  const creating = (flags: unknown) => typeof flags === 'number' ? (flags & fs.constants.O_CREAT) !== 0 : flags !== undefined && flags !== 'r';
+  const realOpen = fsModule.openSync;
+  const spies = [
+    vi.spyOn(fsModule, 'writeFileSync').mockImplementation(fail),
+    vi.spyOn(fsModule, 'writeSync').mockImplementation(fail),
+    vi.spyOn(fsModule, 'mkdirSync').mockImplementation(fail),
+    vi.spyOn(fsModule, 'linkSync').mockImplementation(fail),
+    vi.spyOn(fsModule, 'renameSync').mockImplementation(fail),
+    vi.spyOn(fsModule, 'openSync').mockImplementation(((path: fs.PathLike, flags?: fs.OpenMode, mode?: fs.Mode) =>
+      creating(flags) && !fs.existsSync(path) ? fail() : realOpen(path, flags as fs.OpenMode, mode)) as typeof fs.openSync),
+  ];
+  syncBuiltinESMExports();
+  return fn().finally(() => {
+    for (const s of spies) s.mockRestore();
+    syncBuiltinESMExports();
+  });
+}
+
+describe('a full filesystem', () => {
+  it('DEL releases and exits 0: releasing never needs free space', async () => {
+    await run('ADD', conf(), 'a');
+    await run('ADD', conf(), 'b');
+    const del = await withNoSpace(() => run('DEL', conf(), 'a'));
+    expect(del, del.stdout).toMatchObject({ exitCode: 0, stdout: '' });
+    expect(files().filter((f) => !f.startsWith('last_') && f !== 'lock')).toEqual(['10.1.2.3', '2001:db8:1::3']);
+    expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/the index was not saved .*ENOSPC/));
+    // and the next call, with room again, rebuilds and finds the rest
+    expect((await run('DEL', conf(), 'b')).exitCode).toBe(0);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
+  });
+
+  it('an ADD fails with code 5 naming the file and the cause, and leaves no reservation', async () => {
+    await run('ADD', conf(), 'a');
+    const before = files().map((f) => [f, read(f)]);
+    const add = await withNoSpace(() => run('ADD', conf(), 'b'));
+    expect(add.json).toMatchObject({ code: 5, msg: `cannot write ${join(dataDir, '.cni-ts', 'mynet', 'reservation.tmp')}: ENOSPC (no space left on device)` });
+    expect(files().map((f) => [f, read(f)])).toEqual(before);
   });
 });
 
