@@ -20,11 +20,13 @@ const PATH_MAX = 4095;
 /** The longest name we put under a network's directories (an IPv6 address; index.new/3f). */
 const LONGEST_ENTRY = 40;
 
-/** Where a network's state lives and how long to wait for its lock. */
+/** Where a network's state lives, how long to wait for its lock, and how long a deleted pod's addresses stay parked. */
 export interface StoreLocation {
   network: string;
   dataDir: string;
   lockTimeoutMs: number;
+  /** ipam.stickyTTL; undefined: addresses are freed at DEL. */
+  stickyTtlMs?: number;
 }
 
 export interface IpamConfig extends StoreLocation {
@@ -53,7 +55,24 @@ export function loadStoreLocation(conf: NetConf): StoreLocation {
     network,
     dataDir,
     lockTimeoutMs: optInt(ipam, 'lockTimeoutMs', 0, 3_600_000, 'ipam.') ?? DEFAULT_LOCK_TIMEOUT_MS,
+    stickyTtlMs: parseDuration(ipam, 'stickyTTL'),
   };
+}
+
+const UNIT_MS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000 };
+/** A year: a longer parking is surely a typo. */
+const MAX_STICKY_MS = 366 * 24 * 3_600_000;
+
+/** "30s", "15m", "24h", "1h30m": whole numbers of hours, minutes and seconds, as Go writes durations. */
+function parseDuration(ipam: Json, key: string): number | undefined {
+  const text = optString(ipam, key, 'ipam.');
+  if (text === undefined) return undefined;
+  const bad = () => invalidConfig(`field "ipam.${key}" must be a duration such as "30s", "15m", "24h" or "1h30m" (up to 8784h), got ${JSON.stringify(text)}`);
+  if (!/^(\d+[hms])+$/.test(text)) throw bad();
+  let ms = 0;
+  for (const [, n, unit] of text.matchAll(/(\d+)([hms])/g)) ms += Number(n) * UNIT_MS[unit];
+  if (ms <= 0 || ms > MAX_STICKY_MS) throw bad();
+  return ms;
 }
 
 function parseDataDir(ipam: Json): string {

@@ -331,6 +331,54 @@ describe('interop with the Go host-local on one dataDir', () => {
   });
 });
 
+describe('stickyTTL (the Go plugin on the same directory)', () => {
+  const sticky = () => conf({ stickyTTL: '1h', ranges: [[{ subnet: '10.76.0.0/29' }]] }); // .2 to .6 (.1 is the gateway)
+  const podArgs = (name: string) => `IgnoreUnknown=1;K8S_POD_NAMESPACE=prod;K8S_POD_NAME=${name};K8S_POD_UID=u-${name}`;
+
+  it('a parked address is a reservation the Go plugin reads as taken; the recreated pod gets it back; ls shows it', async () => {
+    const first = await runPlugin(OURS, env('ADD', 'ctr-1', 'eth0', { CNI_ARGS: podArgs('db-0') }), sticky());
+    expect(addresses(first.json)).toEqual(['10.76.0.2/29']);
+    expect((await runPlugin(OURS, env('DEL', 'ctr-1', 'eth0', { CNI_ARGS: podArgs('db-0') }), sticky())).code).toBe(0);
+    expect(fs.readFileSync(join(netDir(), '10.76.0.2'), 'utf8')).toBe('ctr-1\r\neth0');
+
+    const ls = JSON.parse(sh([OURS, 'ls', '--data-dir', dataDir, '--json']));
+    expect(ls).toEqual([expect.objectContaining({ ip: '10.76.0.2', containerID: 'ctr-1', parkedFor: 'prod/db-0', parkedUntil: expect.stringMatching(/^\d{4}-.*Z$/) })]);
+    expect(sh([OURS, 'ls', '--data-dir', dataDir])).toMatch(/10\.76\.0\.2\s+ctr-1\s+eth0\s+\?\s+parked for prod\/db-0 until \d{4}-/);
+
+    // The Go plugin fills the rest of the range and never hands out the parked address.
+    const goConf = { ...sticky(), cniVersion: '1.0.0' };
+    const goGot: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await runPlugin(GO, env('ADD', `go-${i}`), goConf);
+      expect(r.code, r.stdout).toBe(0);
+      goGot.push(addresses(r.json)[0]);
+    }
+    expect(goGot.sort()).toEqual(['10.76.0.3/29', '10.76.0.4/29', '10.76.0.5/29', '10.76.0.6/29']);
+    const goFull = await runPlugin(GO, env('ADD', 'go-4'), goConf);
+    expect(goFull.code).not.toBe(0);
+    expect(goFull.stdout).toMatch(/no IP addresses available/);
+
+    // The pod is recreated (a new sandbox, a new container ID): its address comes back.
+    const again = await runPlugin(OURS, env('ADD', 'ctr-2', 'eth0', { CNI_ARGS: podArgs('db-0') }), sticky());
+    expect(addresses(again.json)).toEqual(['10.76.0.2/29']);
+    expect(fs.readFileSync(join(netDir(), '10.76.0.2'), 'utf8')).toBe('ctr-2\r\neth0');
+    // and the Go plugin can DEL it like any of its own
+    expect((await runPlugin(GO, env('DEL', 'ctr-2'), goConf)).code).toBe(0);
+    expect(reserved()).not.toContain('10.76.0.2');
+  });
+
+  it('a full network hands another pod the address parked longest; a requested parked address names its pod', async () => {
+    for (const name of ['a', 'b', 'c', 'd', 'e']) {
+      expect((await runPlugin(OURS, env('ADD', `ctr-${name}`, 'eth0', { CNI_ARGS: podArgs(name) }), sticky())).code).toBe(0);
+    }
+    await runPlugin(OURS, env('DEL', 'ctr-c', 'eth0', { CNI_ARGS: podArgs('c') }), sticky());
+    const asked = await runPlugin(OURS, env('ADD', 'ctr-x', 'eth0', { CNI_ARGS: `${podArgs('x')};IP=10.76.0.4` }), sticky());
+    expect(asked.json).toMatchObject({ code: 11, msg: expect.stringMatching(/^requested IP 10\.76\.0\.4 is parked for pod prod\/c until \d{4}-/) });
+    const full = await runPlugin(OURS, env('ADD', 'ctr-f', 'eth0', { CNI_ARGS: podArgs('f') }), sticky());
+    expect(addresses(full.json)).toEqual(['10.76.0.4/29']);
+  });
+});
+
 describe('concurrency and crashes', () => {
   it('32 concurrent ADDs get 32 distinct addresses; 32 DELs leave only lock and last_reserved_ip.*', async () => {
     const c = conf({ ranges: [[{ subnet: '10.73.0.0/24' }]] });
@@ -537,9 +585,9 @@ describe('ls', () => {
     fs.writeFileSync(join(netDir(), '10.70.0.99'), '');
     const rows = JSON.parse(sh([OURS, 'ls', 'hlnet', '--data-dir', dataDir, '--conf-dir', confDir, '--json']));
     expect(rows).toEqual([
-      { network: 'hlnet', ip: '10.70.0.2', containerID: 'lister', ifname: 'eth0', rangeSet: 0, torn: false },
-      { network: 'hlnet', ip: '10.70.0.99', containerID: null, ifname: null, rangeSet: 0, torn: true },
-      { network: 'hlnet', ip: 'fd70::2', containerID: 'lister', ifname: 'eth0', rangeSet: 1, torn: false },
+      { network: 'hlnet', ip: '10.70.0.2', containerID: 'lister', ifname: 'eth0', rangeSet: 0, torn: false, parkedFor: null, parkedUntil: null },
+      { network: 'hlnet', ip: '10.70.0.99', containerID: null, ifname: null, rangeSet: 0, torn: true, parkedFor: null, parkedUntil: null },
+      { network: 'hlnet', ip: 'fd70::2', containerID: 'lister', ifname: 'eth0', rangeSet: 1, torn: false, parkedFor: null, parkedUntil: null },
     ]);
     expect(sh([OURS, 'ls', '--data-dir', dataDir, '--conf-dir', confDir])).toMatch(/10.70.0.99\s+-\s+-\s+0\s+TORN/);
   });

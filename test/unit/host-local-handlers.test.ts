@@ -4,12 +4,9 @@
 // drives cmdAdd/cmdDel. The integration tests run the built executable.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import * as fs from 'node:fs';
-import fsModule from 'node:fs';
-import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { handle } from '../../src/cni/skel';
-import { hostLocal } from '../../src/ipam/host-local';
+import { runHostLocal, withNoSpace } from './host-local-harness';
 
 let tmp: string;
 let dataDir: string;
@@ -33,11 +30,7 @@ function conf(extra: object = {}, ipam: object = {}) {
   };
 }
 
-async function run(command: string, c: object, id = 'dummy', ifname = 'eth0', args = '') {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/some/where', CNI_IFNAME: ifname, CNI_PATH: '/nowhere', CNI_ARGS: args };
-  const out = await handle(hostLocal, env, () => JSON.stringify(c));
-  return { ...out, json: out.stdout ? JSON.parse(out.stdout) : undefined };
-}
+const run = runHostLocal;
 
 beforeEach(() => {
   tmp = fs.mkdtempSync(join(tmpdir(), 'host-local-'));
@@ -128,34 +121,6 @@ describe('ADD and DEL', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 });
-
-/**
- * A filesystem with no free space at all: every call that could take space
- * fails with ENOSPC (the spies replace node:fs's own functions, which its ESM
- * view then mirrors). Unlinking and reading still work.
- */
-function withNoSpace<T>(fn: () => Promise<T>): Promise<T> {
-  const full = () => Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC', errno: -28 });
-  const fail = () => {
-    throw full();
-  };
-  const creating = (flags: unknown) => typeof flags === 'number' ? (flags & fs.constants.O_CREAT) !== 0 : flags !== undefined && flags !== 'r';
-  const realOpen = fsModule.openSync;
-  const spies = [
-    vi.spyOn(fsModule, 'writeFileSync').mockImplementation(fail),
-    vi.spyOn(fsModule, 'writeSync').mockImplementation(fail),
-    vi.spyOn(fsModule, 'mkdirSync').mockImplementation(fail),
-    vi.spyOn(fsModule, 'linkSync').mockImplementation(fail),
-    vi.spyOn(fsModule, 'renameSync').mockImplementation(fail),
-    vi.spyOn(fsModule, 'openSync').mockImplementation(((path: fs.PathLike, flags?: fs.OpenMode, mode?: fs.Mode) =>
-      creating(flags) && !fs.existsSync(path) ? fail() : realOpen(path, flags as fs.OpenMode, mode)) as typeof fs.openSync),
-  ];
-  syncBuiltinESMExports();
-  return fn().finally(() => {
-    for (const s of spies) s.mockRestore();
-    syncBuiltinESMExports();
-  });
-}
 
 describe('a full filesystem', () => {
   it('DEL releases and exits 0: releasing never needs free space', async () => {
