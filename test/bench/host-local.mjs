@@ -4,7 +4,9 @@
 //    drift on a shared machine hits them alike.
 // 2. Our first ADD on a directory written by someone else (no index yet, and
 //    after a Go ADD+DEL changed it), beside one Go ADD on the same directory.
-// 3. The lock after a SIGKILL: how long the next call waits, once and in a storm.
+// 3. ADD+DEL with stickyTTL beside without (a new pod each time: DEL parks;
+//    the same pod recreated each time: ADD gets its parked address back).
+// 4. The lock after a SIGKILL: how long the next call waits, once and in a storm.
 // HOST_LOCAL=/path/to/host-local measures another build of ours.
 import * as fs from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
@@ -83,6 +85,38 @@ function steadyAndFirstCalls() {
   table(first);
 }
 
+/** ADD+DEL with ipam.stickyTTL beside without, on 1,000 reservations, interleaved. */
+function stickyCalls() {
+  const n = 1000;
+  const dirs = { plain: join(root, 'sticky-plain'), newPod: join(root, 'sticky-new'), samePod: join(root, 'sticky-same') };
+  for (const d of Object.values(dirs)) populate(d, n);
+  const run = (dataDir, ipam, id, pod) => {
+    const args = `IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME=${pod}`;
+    const input = conf(dataDir, ipam);
+    return timed([OURS], { env: env('ADD', id, args), input }) + timed([OURS], { env: env('DEL', id, args), input });
+  };
+  const sticky = { stickyTTL: '1h' };
+  const samples = { plain: [], newPod: [], samePod: [], floor: [] };
+  for (let i = -2; i < ITERATIONS; i++) {
+    const s = {
+      plain: run(dirs.plain, {}, `p${i}`, `pod-${i}`),
+      newPod: run(dirs.newPod, sticky, `n${i}`, `pod-${i}`),
+      samePod: run(dirs.samePod, sticky, `s${i}`, 'web-0'),
+      floor: timed(['node', '-e', '0']),
+    };
+    if (i >= 0) for (const k of Object.keys(s)) samples[k].push(s[k]); // two warm-up rounds
+  }
+  console.log(`\nADD+DEL with stickyTTL beside without, ${n} reservations, medians of ${ITERATIONS}`);
+  const f = median(samples.floor);
+  table([
+    ['', 'ADD+DEL', 'minus 2x node -e 0'],
+    ['without stickyTTL', fmt(median(samples.plain)), fmt(median(samples.plain) - 2 * f)],
+    ['stickyTTL, a new pod each time (DEL parks)', fmt(median(samples.newPod)), fmt(median(samples.newPod) - 2 * f)],
+    ['stickyTTL, the same pod recreated (ADD gets it back)', fmt(median(samples.samePod)), fmt(median(samples.samePod) - 2 * f)],
+    ['node -e 0', fmt(f), ''],
+  ]);
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -148,6 +182,7 @@ try {
   const rss = [peakRssKiB([OURS], { env: env('ADD', 'rss'), input: conf(dataDir) }), peakRssKiB([GO], { env: env('ADD', 'rss2'), input: conf(dataDir) }), peakRssKiB(['node', '-e', '0'])];
   if (rss.every((v) => v !== undefined)) console.log(`\npeak RSS of one ADD: ours ${rss[0]} KiB, go ${rss[1]} KiB, node -e 0 ${rss[2]} KiB`);
   else console.log('\npeak RSS: /usr/bin/time not installed (apt-get install time)');
+  stickyCalls();
   await lockTakeover();
 } finally {
   fs.rmSync(root, { recursive: true, force: true });
