@@ -52,7 +52,8 @@ interface SpawnSyncBinding {
  * flock(1) through the binding behind child_process.spawnSync: loading
  * child_process itself costs ~2 ms per call, 4 ms per ADD+DEL (measured),
  * more than everything else the lock costs. Without that binding (a future
- * Node), the attempt is left to lockWaiting.
+ * Node), the attempt is left to lockWaiting. (Node run with
+ * --pending-deprecation prints a DEP0111 warning for it on stderr.)
  */
 function lockNow(fd: number, lockFile: string): boolean {
   let binding: SpawnSyncBinding;
@@ -71,6 +72,7 @@ function lockNow(fd: number, lockFile: string): boolean {
     windowsHide: false,
     detached: false,
   });
+  if (r.error) throw new CniError(ErrorCode.IOFailure, `cannot run ${flock} (errno ${r.error})`);
   if (r.status === 0) return true;
   if (r.status === HELD) return false;
   throw failure(lockFile, r.status, r.signal);

@@ -116,6 +116,12 @@ describe('ADD and DEL', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
+  it('accepts the K8S_POD_* keys runtimes pass in CNI_ARGS; other keys still need IgnoreUnknown', async () => {
+    const k8s = 'K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u1';
+    expect((await run('ADD', conf(), 'k', 'eth0', k8s)).exitCode).toBe(0);
+    expect((await run('ADD', conf(), 'l', 'eth0', `${k8s};FOO=1`)).json).toMatchObject({ code: 4, msg: expect.stringMatching(/FOO/) });
+  });
+
   it('DEL of nothing succeeds and creates nothing', async () => {
     expect(await run('DEL', conf())).toMatchObject({ exitCode: 0, stdout: '' });
     expect(fs.existsSync(dataDir)).toBe(false);
