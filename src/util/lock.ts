@@ -28,7 +28,8 @@ export async function withLock<T>(lockFile: string, timeoutMs: number, fn: () =>
     throw new CniError(ErrorCode.IOFailure, `cannot open the lock file ${lockFile}: ${e.code}`, e.message);
   }
   try {
-    if (!lockNow(fd, lockFile)) await lockWaiting(fd, lockFile, timeoutMs);
+    const flock = findFlock();
+    if (!lockNow(flock, fd, lockFile)) await lockWaiting(flock, fd, lockFile, timeoutMs);
     return await fn();
   } finally {
     fs.closeSync(fd); // the only descriptor of this open file now: the lock is released
@@ -41,7 +42,22 @@ function failure(lockFile: string, status: number | null, signal: string | null 
   return new CniError(ErrorCode.IOFailure, `flock(1) could not lock ${lockFile} (${signal ?? `exit status ${status}`})`);
 }
 
-const NOT_FOUND = 'flock(1) not found in PATH: the lock needs util-linux';
+/** Where util-linux installs flock(1), for a runtime that gives its plugins a PATH without it. */
+const FLOCK_DIRS = ['/usr/bin', '/bin'];
+
+/** The first executable flock on PATH, else in util-linux's own directories. */
+function findFlock(): string {
+  for (const dir of [...(process.env.PATH ?? '').split(':').filter(Boolean), ...FLOCK_DIRS]) {
+    const file = `${dir}/flock`;
+    try {
+      fs.accessSync(file, fs.constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  throw new CniError(ErrorCode.IOFailure, `flock(1) not found in PATH or ${FLOCK_DIRS.join(', ')}: the lock needs util-linux`);
+}
 
 interface SpawnSyncBinding {
   spawn(options: object): { status: number | null; signal?: string | null; error?: number };
@@ -55,15 +71,13 @@ interface SpawnSyncBinding {
  * Node), the attempt is left to lockWaiting. (Node run with
  * --pending-deprecation prints a DEP0111 warning for it on stderr.)
  */
-function lockNow(fd: number, lockFile: string): boolean {
+function lockNow(flock: string, fd: number, lockFile: string): boolean {
   let binding: SpawnSyncBinding;
   try {
     binding = (process as unknown as { binding(name: string): SpawnSyncBinding }).binding('spawn_sync');
   } catch {
     return false;
   }
-  const flock = findFlock();
-  if (!flock) throw new CniError(ErrorCode.IOFailure, NOT_FOUND);
   const r = binding.spawn({
     file: flock,
     args: ['flock', ...flockArgs(['--nonblock'])],
@@ -78,30 +92,14 @@ function lockNow(fd: number, lockFile: string): boolean {
   throw failure(lockFile, r.status, r.signal);
 }
 
-/** The binding does no PATH search: the first executable flock on PATH. */
-function findFlock(): string | undefined {
-  for (const dir of (process.env.PATH || '/usr/bin:/bin').split(':')) {
-    const file = `${dir || '.'}/flock`;
-    try {
-      fs.accessSync(file, fs.constants.X_OK);
-      return file;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
 /** Waits for the lock in flock(1), at most `timeoutMs`. */
-async function lockWaiting(fd: number, lockFile: string, timeoutMs: number): Promise<void> {
+async function lockWaiting(flock: string, fd: number, lockFile: string, timeoutMs: number): Promise<void> {
   // require, not import(): the bundle is compiled in a vm context without an ESM loader.
   const { spawn } = require('node:child_process') as typeof import('node:child_process');
   const wait = timeoutMs > 0 ? ['--timeout', String(timeoutMs / 1000)] : ['--nonblock'];
   return new Promise((resolve, reject) => {
-    const child = spawn('flock', flockArgs(wait), { stdio: ['ignore', 'ignore', 'inherit', fd] });
-    child.on('error', (err: NodeJS.ErrnoException) =>
-      reject(new CniError(ErrorCode.IOFailure, err.code === 'ENOENT' ? NOT_FOUND : `cannot run flock(1): ${err.message}`)),
-    );
+    const child = spawn(flock, flockArgs(wait), { stdio: ['ignore', 'ignore', 'inherit', fd] });
+    child.on('error', (err) => reject(new CniError(ErrorCode.IOFailure, `cannot run ${flock}: ${err.message}`)));
     child.on('close', (status, signal) => {
       if (status === 0) resolve();
       else if (status === HELD) {
