@@ -19,7 +19,7 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
-import { readIfExists, removeFile, removeTree } from '../util/fs';
+import { ensureDir, readIfExists, removeFile, removeTree } from '../util/fs';
 import type { DiskStore } from './disk-store';
 import type { Owner } from './owner';
 import { describeFailure } from './io-failure';
@@ -195,7 +195,7 @@ export class AttachmentIndex {
     try {
       if (this.rebuilt) this.saveAll(this.rebuilt);
       else {
-        fs.mkdirSync(this.bucketsDir, { recursive: true, mode: 0o700 });
+        ensureDir(this.bucketsDir);
         for (const b of this.dirty) {
           const text = this.text(b);
           const file = join(this.bucketsDir, bucketName(b));
@@ -233,7 +233,8 @@ export class AttachmentIndex {
    * another program in the same tick as ours would otherwise leave it unchanged.
    */
   private stamp(): void {
-    fs.utimesSync(this.networkDir, fs.statSync(this.networkDir).atime, (Date.now() - 1000) / 1000);
+    const past = (Date.now() - 1000) / 1000;
+    fs.utimesSync(this.networkDir, past, past); // the access time too: nothing reads it, and it saves a stat
     fs.writeFileSync(this.stampFile, this.currentStamp(), { mode: 0o600 });
   }
 

@@ -42,12 +42,15 @@ function failure(lockFile: string, status: number | null, signal: string | null 
   return new CniError(ErrorCode.IOFailure, `flock(1) could not lock ${lockFile} (${signal ?? `exit status ${status}`})`);
 }
 
-/** Where util-linux installs flock(1), for a runtime that gives its plugins a PATH without it. */
+/**
+ * Where util-linux installs flock(1), looked at before PATH: a runtime may give
+ * its plugins a PATH without it, and each miss on a long PATH costs an exception.
+ */
 const FLOCK_DIRS = ['/usr/bin', '/bin'];
 
-/** The first executable flock on PATH, else in util-linux's own directories. */
+/** The first executable flock in util-linux's own directories, else on PATH. */
 function findFlock(): string {
-  for (const dir of [...(process.env.PATH ?? '').split(':').filter(Boolean), ...FLOCK_DIRS]) {
+  for (const dir of [...FLOCK_DIRS, ...(process.env.PATH ?? '').split(':').filter(Boolean)]) {
     const file = `${dir}/flock`;
     try {
       fs.accessSync(file, fs.constants.X_OK);
@@ -56,7 +59,7 @@ function findFlock(): string {
       // not here
     }
   }
-  throw new CniError(ErrorCode.IOFailure, `flock(1) not found in PATH or ${FLOCK_DIRS.join(', ')}: the lock needs util-linux`);
+  throw new CniError(ErrorCode.IOFailure, `flock(1) not found in ${FLOCK_DIRS.join(', ')} or PATH: the lock needs util-linux`);
 }
 
 interface SpawnSyncBinding {
