@@ -34,7 +34,8 @@ export function parseOwner(content: string): Owner | undefined {
   return { containerId: text.slice(0, brk).trim(), ifname: text.slice(brk + LINE_BREAK.length) };
 }
 
-const formatOwner = (o: Owner) => (o.ifname === undefined ? o.containerId : o.containerId + LINE_BREAK + o.ifname);
+/** What a reservation file of `o` holds, as Go writes it. */
+export const reservationContent = (o: Owner) => (o.ifname === undefined ? o.containerId : o.containerId + LINE_BREAK + o.ifname);
 
 /** A file name that is a reservation: an IP in Go's canonical text form. */
 export function reservationName(name: string): IP | undefined {
@@ -124,18 +125,18 @@ export class DiskStore implements ReservationStore {
    */
   private stage(owner: Owner): string {
     const file = join(this.scratchDir, 'reservation.tmp');
-    if (this.staged === formatOwner(owner)) return file;
+    if (this.staged === reservationContent(owner)) return file;
     this.discardStaged();
     onPath('write', file, () => {
       const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
       try {
-        fs.writeSync(fd, formatOwner(owner));
+        fs.writeSync(fd, reservationContent(owner));
         fs.fdatasyncSync(fd); // the content reaches the disk before any name points at it
       } finally {
         fs.closeSync(fd);
       }
     });
-    this.staged = formatOwner(owner);
+    this.staged = reservationContent(owner);
     return file;
   }
 

@@ -13,7 +13,7 @@ import { ensureDir } from '../util/fs';
 import { Allocation, ParkedAddresses, allocate } from './allocator';
 import { AttachmentIndex, StaleIndexError } from './attachment-index';
 import { META_DIR, StoreLocation } from './config';
-import { DiskStore, Reservation, reservationName } from './disk-store';
+import { DiskStore, Reservation, reservationContent, reservationName } from './disk-store';
 import { describeFailure, onPath } from './io-failure';
 import { Owner, ownerEquals } from './owner';
 import { Parking, ParkingLot, Pod, podToString } from './parking-lot';
@@ -84,7 +84,8 @@ export class NetworkPool {
       }
       if (ips.length === 0) return [];
       this.index.invalidate();
-      if (!(pod && key.ifname !== undefined && this.park(key, pod, ips))) for (const ip of ips) this.store.release(ip);
+      const parked = pod !== undefined && key.ifname !== undefined && this.park(key, pod, ips);
+      if (!parked) for (const ip of ips) this.store.release(ip);
       this.index.set(key, []);
       return ips;
     });
@@ -209,7 +210,7 @@ export class NetworkPool {
         const parked = new Map(this.lot.all().flatMap((p) => p.ips.map((ip) => [ip.toString(), p.attachment] as const)));
         this.store.eachFile((name, content, fd) => {
           const by = parked.get(name);
-          if (by && content && content.toString('utf8').trim() === ownerKey(by)) return;
+          if (by && content && content.toString('utf8').trim() === reservationContent(by)) return;
           visit(name, content, fd);
         });
       },
@@ -260,8 +261,6 @@ export class NetworkPool {
     }
   }
 }
-
-const ownerKey = (o: Owner) => (o.ifname === undefined ? o.containerId : `${o.containerId}\r\n${o.ifname}`);
 
 /** Whether `ip` is still parked by `p`: its file still names the attachment that parked it. */
 function stillParked(store: DiskStore, p: Parking, ip: IP): boolean {
