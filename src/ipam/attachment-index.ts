@@ -8,10 +8,13 @@
 // rewrites one bucket, and a rebuild is one pass over the reservation files
 // plus 64 writes. The key is what the Go plugin compares: a file's trimmed
 // content, "<containerID>\r\n<ifname>" or a legacy bare ID. `stamp` records the
-// network directory as our last change left it; when anything else changed the
-// directory since (the Go plugin, a hand edit, a crash of ours between two
-// writes), the stamps differ and the index is rebuilt. The stamp is removed
-// before every change we make and written after it.
+// network directory as our last change left it; the stamp is removed before
+// every change we make and written after it. When another program changed the
+// directory since (the Go plugin, a hand edit), the index is reconciled: every
+// file is stat'ed and only those changed since our stamp are read (the
+// directory's own ctime after our change, so the filesystem's clock is compared
+// with itself). Without a stamp (a crash of ours between two writes, a first
+// call, a damaged bucket) it is rebuilt by reading every file.
 //
 // Saving is best effort: when the index cannot be written (a full or read-only
 // filesystem), the call goes on with what it read, the stamp stays removed,
@@ -27,7 +30,9 @@ import { describeFailure } from './io-failure';
 /** Creating a file costs: 64 are written in ~3 ms (256 took ~19 ms); at 60,000 reservations a bucket is ~40 KB. */
 const BUCKETS = 64;
 /** The stamp's first word: a stamp of another format is as good as none. */
-const FORMAT = 'v2';
+const FORMAT = 'v3';
+/** Files whose status changed this long before our stamp are read again too: coarse or skewed timestamps. */
+const CHANGE_SLACK_MS = 2000;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 const CR = 0x0d;
@@ -55,8 +60,15 @@ function bucketOf(o: Owner): number {
 
 const isSpace = (b: number) => b === SPACE || (b >= 0x09 && b <= 0x0d);
 
-/** Where a rebuild reads the reservation files from. */
-type ReservationSource = Pick<DiskStore, 'eachFile'>;
+/** Where a rebuild or a reconcile reads the reservation files from. */
+export type ReservationSource = Pick<DiskStore, 'eachFile' | 'eachFileChangedSince'>;
+
+interface Stamp {
+  /** The network directory's inode and mtime (what says whether anyone changed it). */
+  id: string;
+  /** Its ctime after our change: files changed later are what another program did. */
+  ctimeMs: number;
+}
 
 /** The index cannot be trusted (a bucket was damaged behind our back): rebuild it and try again. */
 export class StaleIndexError extends Error {}
@@ -129,18 +141,67 @@ export class AttachmentIndex {
 
   /** Whether the directory is as our last change left it. */
   isFresh(): boolean {
-    const stamp = readIfExists(this.stampFile);
-    return stamp !== undefined && stamp === this.currentStamp();
+    return this.savedStamp()?.id === this.currentStamp().id;
   }
 
-  private currentStamp(): string {
+  private currentStamp(): Stamp {
     const st = fs.statSync(this.networkDir, { bigint: true });
-    return `${FORMAT} ${st.ino} ${st.mtimeNs}`;
+    return { id: `${FORMAT} ${st.ino} ${st.mtimeNs}`, ctimeMs: Number(st.ctimeNs / 1_000_000n) };
   }
 
-  /** Makes the index trustworthy, rebuilding it from the files when the directory changed behind our back. */
+  private savedStamp(): Stamp | undefined {
+    const words = readIfExists(this.stampFile)?.split(' ');
+    if (words?.length !== 4 || words[0] !== FORMAT) return undefined;
+    const ctimeMs = Number(words[3]);
+    return Number.isFinite(ctimeMs) ? { id: words.slice(0, 3).join(' '), ctimeMs } : undefined;
+  }
+
+  /**
+   * Makes the index trustworthy: as it is when the directory is as we left it,
+   * reconciled with what another program changed since, rebuilt when it has no
+   * stamp to start from.
+   */
   open(source: ReservationSource): void {
-    if (!this.isFresh()) this.rebuild(source);
+    const saved = this.savedStamp();
+    const now = this.currentStamp();
+    if (saved?.id === now.id) return;
+    const sameDir = saved && saved.id.split(' ')[1] === now.id.split(' ')[1];
+    // A clock set back since our stamp could hide a change: read everything then.
+    if (sameDir && Date.now() >= saved.ctimeMs && this.reconcile(source, saved.ctimeMs - CHANGE_SLACK_MS)) return;
+    this.rebuild(source);
+  }
+
+  /**
+   * Brings the index up to date with the files changed since `sinceMs`, and
+   * drops the lines of files that are gone; false when a bucket is damaged
+   * (then only a rebuild will do).
+   */
+  private reconcile(source: ReservationSource, sinceMs: number): boolean {
+    this.invalidate();
+    const changed = new BucketBytes();
+    const reread = new Set<string>();
+    const names = source.eachFileChangedSince(sinceMs, (name, content) => {
+      reread.add(name);
+      if (content) changed.add(name, content);
+    });
+    try {
+      for (let b = 0; b < BUCKETS; b++) {
+        const lines = this.bucket(b);
+        const ipOf = (l: string) => l.slice(0, l.indexOf(' '));
+        const kept = lines.filter((l) => names.has(ipOf(l)) && !reread.has(ipOf(l)));
+        const text = changed.bytes(b).toString('utf8');
+        const added = text === '' ? [] : text.slice(0, -1).split('\n');
+        if (kept.length === lines.length && added.length === 0) continue;
+        this.loaded.set(b, [...kept, ...added]);
+        this.dirty.add(b);
+      }
+    } catch (err) {
+      if (!(err instanceof StaleIndexError)) throw err;
+      this.loaded.clear();
+      this.dirty.clear();
+      return false;
+    }
+    return true;
   }
 
   /** Replaces the whole index with what one pass over the reservation files finds (saved by commit()). */
@@ -235,7 +296,8 @@ export class AttachmentIndex {
   private stamp(): void {
     const past = (Date.now() - 1000) / 1000;
     fs.utimesSync(this.networkDir, past, past); // the access time too: nothing reads it, and it saves a stat
-    fs.writeFileSync(this.stampFile, this.currentStamp(), { mode: 0o600 });
+    const { id, ctimeMs } = this.currentStamp();
+    fs.writeFileSync(this.stampFile, `${id} ${ctimeMs}`, { mode: 0o600 });
   }
 
   private text(b: number): string {

@@ -15,6 +15,9 @@ import type { ReservationStore } from './reservation-store';
 const LINE_BREAK = '\r\n';
 const LAST_RESERVED_PREFIX = 'last_reserved_ip.';
 
+/** Sees one reservation file: its content (undefined when unreadable) and its open descriptor. */
+export type FileVisitor = (name: string, content: Buffer | undefined, fd: number | undefined) => void;
+
 export interface Reservation {
   ip: IP;
   /** The file's name: the address in Go's text form. */
@@ -184,32 +187,49 @@ export class DiskStore implements ReservationStore {
    * makes seven calls per file on every ADD and DEL). `content` is undefined
    * when the file cannot be read.
    */
-  eachFile(visit: (name: string, content: Buffer | undefined, fd: number | undefined) => void): void {
-    let names: string[];
-    try {
-      names = fs.readdirSync(this.dir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw ioFailure('read', this.dir, err);
-    }
+  eachFile(visit: FileVisitor): void {
+    for (const name of this.reservationNames()) this.readOne(name, visit);
+  }
+
+  /**
+   * The names of every reservation file, reading (visiting) only the files
+   * whose status changed at or after `sinceMs` (a new file, a rewritten one):
+   * one stat per file instead of an open, read and close.
+   */
+  eachFileChangedSince(sinceMs: number, visit: FileVisitor): Set<string> {
+    const names = this.reservationNames();
     const prefix = this.dir + '/';
     for (const name of names) {
-      if (!isReservationName(name)) continue;
-      let fd: number;
-      try {
-        fd = fs.openSync(prefix + name, fs.constants.O_RDONLY);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') visit(name, undefined, undefined);
-        continue;
-      }
-      try {
-        const n = fs.readSync(fd, READ_BUFFER, 0, READ_BUFFER.length, 0);
-        visit(name, n < READ_BUFFER.length ? READ_BUFFER.subarray(0, n) : fs.readFileSync(fd), fd);
-      } catch {
-        visit(name, undefined, undefined);
-      } finally {
-        fs.closeSync(fd);
-      }
+      const st = fs.lstatSync(prefix + name, { throwIfNoEntry: false });
+      if (st && st.ctimeMs >= sinceMs) this.readOne(name, visit);
+    }
+    return new Set(names);
+  }
+
+  private reservationNames(): string[] {
+    try {
+      return fs.readdirSync(this.dir).filter(isReservationName);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw ioFailure('read', this.dir, err);
+    }
+  }
+
+  private readOne(name: string, visit: FileVisitor): void {
+    let fd: number;
+    try {
+      fd = fs.openSync(this.dir + '/' + name, fs.constants.O_RDONLY);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') visit(name, undefined, undefined);
+      return;
+    }
+    try {
+      const n = fs.readSync(fd, READ_BUFFER, 0, READ_BUFFER.length, 0);
+      visit(name, n < READ_BUFFER.length ? READ_BUFFER.subarray(0, n) : fs.readFileSync(fd), fd);
+    } catch {
+      visit(name, undefined, undefined);
+    } finally {
+      fs.closeSync(fd);
     }
   }
 

@@ -11,9 +11,9 @@ import { IP } from '../net/ip';
 import { withLock } from '../util/lock';
 import { ensureDir } from '../util/fs';
 import { Allocation, ParkedAddresses, allocate } from './allocator';
-import { AttachmentIndex, StaleIndexError } from './attachment-index';
+import { AttachmentIndex, ReservationSource, StaleIndexError } from './attachment-index';
 import { META_DIR, StoreLocation } from './config';
-import { DiskStore, Reservation, reservationContent, reservationName } from './disk-store';
+import { DiskStore, FileVisitor, Reservation, reservationContent, reservationName } from './disk-store';
 import { describeFailure, onPath } from './io-failure';
 import { Owner, ownerEquals } from './owner';
 import { Parking, ParkingLot, Pod, podToString } from './parking-lot';
@@ -204,16 +204,18 @@ export class NetworkPool {
    * address's file still names the attachment that parked it, which holds
    * nothing any more.
    */
-  private unparkedFiles(): Pick<DiskStore, 'eachFile'> {
+  private unparkedFiles(): ReservationSource {
+    const unparked = (visit: FileVisitor): FileVisitor => {
+      const parked = new Map(this.lot.all().flatMap((p) => p.ips.map((ip) => [ip.toString(), p.attachment] as const)));
+      return (name, content, fd) => {
+        const by = parked.get(name);
+        if (by && content && content.toString('utf8').trim() === reservationContent(by)) return;
+        visit(name, content, fd);
+      };
+    };
     return {
-      eachFile: (visit) => {
-        const parked = new Map(this.lot.all().flatMap((p) => p.ips.map((ip) => [ip.toString(), p.attachment] as const)));
-        this.store.eachFile((name, content, fd) => {
-          const by = parked.get(name);
-          if (by && content && content.toString('utf8').trim() === reservationContent(by)) return;
-          visit(name, content, fd);
-        });
-      },
+      eachFile: (visit) => this.store.eachFile(unparked(visit)),
+      eachFileChangedSince: (sinceMs, visit) => this.store.eachFileChangedSince(sinceMs, unparked(visit)),
     };
   }
 

@@ -4,6 +4,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import * as fs from 'node:fs';
 import fsModule from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
+
+const realOpen = fsModule.openSync;
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AttachmentIndex, StaleIndexError } from '../../src/ipam/attachment-index';
@@ -69,6 +71,56 @@ describe('AttachmentIndex', () => {
     expect(index.get({ containerId: 'go', ifname: 'eth0' }).map(String)).toEqual(['10.1.0.9']);
     fs.unlinkSync(join(netDir(), '10.1.0.9')); // and its DEL
     expect(index.isFresh()).toBe(false);
+  });
+
+  it('after another program changed the directory, reads only the files changed since our stamp', async () => {
+    for (let i = 0; i < 50; i++) fs.writeFileSync(join(netDir(), `10.1.0.${i + 10}`), `old${i}\r\neth0`);
+    index.open(store);
+    index.commit();
+    await new Promise((r) => setTimeout(r, 2100)); // older than the slack given to coarse timestamps
+    index = new AttachmentIndex(meta(), netDir());
+    index.invalidate(); // a call of ours changes nothing but stamps again: the files are now old
+    index.commit();
+    // The Go plugin: an ADD, a DEL, and a DEL then an ADD of another container on the same address.
+    fs.writeFileSync(join(netDir(), '10.1.0.99'), 'new\r\neth0');
+    fs.unlinkSync(join(netDir(), '10.1.0.10'));
+    fs.unlinkSync(join(netDir(), '10.1.0.11'));
+    fs.writeFileSync(join(netDir(), '10.1.0.11'), 'other\r\neth0');
+    const opened: string[] = [];
+    const spy = vi.spyOn(fsModule, 'openSync').mockImplementation(((path: string, ...rest: unknown[]) => {
+      opened.push(String(path));
+      return realOpen(path, ...(rest as [fs.OpenMode]));
+    }) as typeof fs.openSync);
+    syncBuiltinESMExports();
+    const later = new AttachmentIndex(meta(), netDir());
+    try {
+      later.open(store);
+    } finally {
+      spy.mockRestore();
+      syncBuiltinESMExports();
+    }
+    expect(opened.filter((p) => p.startsWith(netDir() + '/')).sort()).toEqual([join(netDir(), '10.1.0.11'), join(netDir(), '10.1.0.99')]);
+    expect(later.get({ containerId: 'new', ifname: 'eth0' }).map(String)).toEqual(['10.1.0.99']);
+    expect(later.get({ containerId: 'other', ifname: 'eth0' }).map(String)).toEqual(['10.1.0.11']);
+    expect(later.get({ containerId: 'old1', ifname: 'eth0' })).toEqual([]);
+    expect(later.get({ containerId: 'old2', ifname: 'eth0' }).map(String)).toEqual(['10.1.0.12']);
+    later.commit();
+    // the lines of the files that went are gone from the saved buckets too
+    const saved = buckets().map((b) => fs.readFileSync(join(meta(), 'index', b), 'utf8')).join('');
+    expect(saved).not.toMatch(/^10\.1\.0\.10 /m);
+    expect(saved).not.toMatch(/ old1 eth0$/m);
+  });
+
+  it('a damaged bucket met while reconciling: everything is read again', async () => {
+    fs.writeFileSync(join(netDir(), '10.1.0.2'), 'a\r\neth0');
+    index.open(store);
+    index.commit();
+    for (const b of buckets()) fs.writeFileSync(join(meta(), 'index', b), 'garbage');
+    fs.writeFileSync(join(netDir(), '10.1.0.3'), 'b\r\neth0'); // another program's change
+    const later = new AttachmentIndex(meta(), netDir());
+    later.open(store);
+    expect(later.get(a).map(String)).toEqual(['10.1.0.2']);
+    expect(later.get({ containerId: 'b', ifname: 'eth0' }).map(String)).toEqual(['10.1.0.3']);
   });
 
   it('stamps the directory with an mtime in the past, which no later change can produce', async () => {
