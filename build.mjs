@@ -62,8 +62,6 @@ const common = {
   target: 'node20',
   minify: true,
   legalComments: 'none',
-  // proper-lockfile's helpers for long-running programs cost ~15 ms per start; see src/shims.
-  alias: { 'graceful-fs': './src/shims/graceful-fs.ts', 'signal-exit': './src/shims/signal-exit.ts' },
   logLevel: 'warning',
   write: false,
   plugins: [builtinFacades],

@@ -37,7 +37,7 @@ export async function main(argv: string[]): Promise<void> {
   const program = baseProgram('host-local', 'host-local IPAM: hands out addresses from ranges, reserved as files on disk.');
   program
     .command('ls')
-    .description('list reserved addresses (ip, container, ifname, range set); flags torn reservation files')
+    .description('list reserved addresses (ip, container, ifname, range set, state): parked ones with their pod and when the parking ends; flags torn reservation files')
     .argument('[network]', 'only this network')
     .option('--data-dir <dir>', 'the host-local dataDir', DEFAULT_DATA_DIR)
     .option('--conf-dir <dir>', 'CNI config directory, to tell range sets apart', '/etc/cni/net.d')

@@ -16,9 +16,13 @@ export function formatReleased(report: RepairReport): string {
 export function formatSummary(report: RepairReport, o: { dryRun: boolean; minAge: string }): string {
   const n = report.released.length;
   const parts = [n === 0 ? 'nothing to release' : `${o.dryRun ? 'would release' : 'released'} ${plural(n, 'attachment')}`];
-  const kept = report.keptLive + report.keptYoung;
+  const kept = report.keptLive + report.keptYoung + report.keptParked;
   if (kept > 0) {
-    const why = [report.keptLive && `${report.keptLive} of live sandboxes`, report.keptYoung && `${report.keptYoung} newer than ${o.minAge}`].filter(Boolean);
+    const why = [
+      report.keptLive && `${report.keptLive} of live sandboxes`,
+      report.keptYoung && `${report.keptYoung} newer than ${o.minAge}`,
+      report.keptParked && `${report.keptParked} parked`,
+    ].filter(Boolean);
     parts.push(`kept ${kept} (${why.join(', ')})`);
   }
   if (report.skipped.length > 0) {

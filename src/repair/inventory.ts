@@ -8,7 +8,12 @@
 //   - libcni's results cache entries of the network;
 //   - flannel's saved configs of the network.
 // Masquerade rules and host veths carry only hashes of their attachment, so
-// they are found through these (the bridge's GC derives them).
+// they are found through these (the bridge's GC derives them). Addresses
+// parked for a deleted pod (stickyTTL) are the pod's until the parking ends:
+// they are counted, never listed; a parking that has ended is a reservation
+// like any other (host-local's next call under the lock releases it).
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
 import { validateNetworkName, type Json, type NetConf } from '../cni/config';
 import { readCachedAttachments } from '../cni/results-cache';
 import type { NetworkConfigList } from '../cni/conf-dir';
@@ -36,6 +41,8 @@ export interface NetworkInventory {
   attachments: HeldAttachment[];
   /** Reservation files that are empty or unreadable: no owner, so no attachment. */
   torn: TornReservation[];
+  /** Attachments whose addresses are parked for their pod (stickyTTL) right now. */
+  parked: number;
 }
 
 const FLANNEL_TYPES = new Set(['flannel', 'vxlan-flannel']);
@@ -52,18 +59,30 @@ export async function readInventory(list: NetworkConfigList, cacheDir: string): 
     if (address !== undefined && !a.addresses.includes(address)) a.addresses.push(address);
   };
   const torn: TornReservation[] = [];
+  const parked = new Set<string>();
+  const now = Date.now();
 
   for (const dataDir of hostLocalDirs) {
-    const reservations = await new NetworkPool({ dataDir, network, lockTimeoutMs: 0 }).reservations();
+    const reservations = new NetworkPool({ dataDir, network, lockTimeoutMs: 0 }).reservations();
     for (const r of reservations.sort((x, y) => x.ip.compare(y.ip))) {
-      if (r.owner) hold(r.owner.containerId, r.owner.ifname ?? '', r.mtimeMs, r.ip.toString());
-      else torn.push({ address: r.ip.toString(), mtimeMs: r.mtimeMs });
+      if (!r.owner) torn.push({ address: r.ip.toString(), mtimeMs: r.tornSinceMs ?? 0 });
+      else if (r.parking && r.parking.expiresAt > now) parked.add(`${r.owner.containerId}\n${r.owner.ifname ?? ''}`);
+      else hold(r.owner.containerId, r.owner.ifname ?? '', writtenAt(join(dataDir, network, r.name)), r.ip.toString());
     }
   }
   for (const c of readCachedAttachments(cacheDir)) if (c.network === network) hold(c.containerId, c.ifname, c.mtimeMs);
   for (const dir of flannelDirs) for (const s of savedConfigs(dir, network)) hold(s.containerId, s.ifname ?? '', s.mtimeMs);
 
-  return { network, attachments: foldContainerState([...held.values()]), torn };
+  return { network, attachments: foldContainerState([...held.values()]), torn, parked: parked.size };
+}
+
+/** A file's mtime; now when it is gone (a file that just went cannot be judged old). */
+function writtenAt(file: string): number {
+  try {
+    return statSync(file).mtimeMs;
+  } catch {
+    return Date.now();
+  }
 }
 
 /** The directories the chain keeps readable state in; a config error names the plugin. */

@@ -5,7 +5,8 @@
 //     being created holds its addresses before the runtime lists it (and the
 //     runtime's answer is older than this moment);
 //   - every other attachment is stale and goes;
-//   - torn reservation files go when host-local's own GC would take them.
+//   - torn reservation files go when host-local's own GC would take them;
+//   - addresses parked for a deleted pod (stickyTTL) are not judged: counted only.
 // GC is told as valid every attachment that stays, plus, for each live
 // sandbox, every ifname held for it on any network and eth0: runtimes name
 // interfaces per network (eth0, eth1, ...) and a plugin outside our view must
@@ -23,6 +24,7 @@ export interface NetworkPlan {
   valid: Attachment[];
   keptLive: number;
   keptYoung: number;
+  keptParked: number;
 }
 
 /** The interface name CRI runtimes give a pod on their first network. */
@@ -34,7 +36,7 @@ export function planRepair(inventories: readonly NetworkInventory[], live: Reado
   const liveAttachments: Attachment[] = [...liveIfnames].flatMap(([containerID, names]) => [...names].map((ifname) => ({ containerID, ifname })));
 
   return inventories.map((inv) => {
-    const plan: NetworkPlan = { network: inv.network, stale: [], torn: [], valid: [...liveAttachments], keptLive: 0, keptYoung: 0 };
+    const plan: NetworkPlan = { network: inv.network, stale: [], torn: [], valid: [...liveAttachments], keptLive: 0, keptYoung: 0, keptParked: inv.parked };
     for (const a of inv.attachments) {
       if (live.has(a.containerID)) plan.keptLive++;
       else if (a.newestMs > cutoffMs) {

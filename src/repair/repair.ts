@@ -48,6 +48,8 @@ export interface RepairReport {
   /** Attachments kept because their sandbox is live, or because they are newer than minAge. */
   keptLive: number;
   keptYoung: number;
+  /** Attachments whose addresses are parked for their pod (stickyTTL): the pod's until the parking ends. */
+  keptParked: number;
   /** Plugins not sent GC: their VERSION does not list 1.1.0. */
   skipped: { network: string; type: string; supportedVersions: string[] }[];
   /** Config files of the conf dir that are not collected, and why. */
@@ -59,7 +61,7 @@ export interface RepairReport {
 export async function repair(o: RepairOptions): Promise<RepairReport> {
   const askedAt = Date.now();
   const live = await liveSandboxes(o);
-  const report: RepairReport = { released: [], keptLive: 0, keptYoung: 0, skipped: [], ignored: [], errors: [] };
+  const report: RepairReport = { released: [], keptLive: 0, keptYoung: 0, keptParked: 0, skipped: [], ignored: [], errors: [] };
   const inventories: { list: NetworkConfigList; inv: NetworkInventory }[] = [];
   for (const list of runtimeNetworks(o, report)) {
     try {
@@ -77,6 +79,7 @@ export async function repair(o: RepairOptions): Promise<RepairReport> {
   for (const [i, plan] of plans.entries()) {
     report.keptLive += plan.keptLive;
     report.keptYoung += plan.keptYoung;
+    report.keptParked += plan.keptParked;
     const { list } = inventories[i];
     if (plan.stale.length === 0 && plan.torn.length === 0) continue;
     if (list.disableGC) {

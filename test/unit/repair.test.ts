@@ -3,7 +3,7 @@
 // against a stand-in CRI runtime and fake plugins that record every call and
 // collect reservation files by the GC config they get. The real thing
 // (containerd, our plugins, the kernel) is test/integration/repair-containerd.test.ts.
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Server } from '@grpc/grpc-js';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,8 @@ import { readInventory, type NetworkInventory } from '../../src/repair/inventory
 import { repair, type RepairOptions } from '../../src/repair/repair';
 import { formatReleased, formatSummary } from '../../src/repair/format';
 import { CriError } from '../../src/runtime/cri';
+import { handle } from '../../src/cni/skel';
+import { hostLocal } from '../../src/ipam/host-local';
 import type { NetworkConfigList } from '../../src/cni/conf-dir';
 import { serveCri } from '../support/cri-standin';
 
@@ -21,7 +23,7 @@ const NOW = Date.UTC(2025, 0, 1);
 
 describe('planRepair', () => {
   const held = (containerID: string, ifname: string, ageMs: number, addresses: string[] = []) => ({ containerID, ifname, addresses, newestMs: NOW - ageMs });
-  const inv = (network: string, attachments: ReturnType<typeof held>[], torn: { address: string; mtimeMs: number }[] = []): NetworkInventory => ({ network, attachments, torn });
+  const inv = (network: string, attachments: ReturnType<typeof held>[], torn: { address: string; mtimeMs: number }[] = []): NetworkInventory => ({ network, attachments, torn, parked: 0 });
 
   it('releases what no listed sandbox holds and is older than the cutoff; keeps live sandboxes (any state, any ifname) and young state', () => {
     const plans = planRepair(
@@ -143,6 +145,27 @@ describe('readInventory', () => {
     ]);
     expect(got.torn.map((t) => t.address)).toEqual(['10.0.0.9']);
     expect(state()).toEqual(before);
+  });
+
+  it('counts addresses parked for a deleted pod (stickyTTL) and never lists them; a parking that has ended is an attachment like any other', async () => {
+    const ipam = { type: 'host-local', dataDir: ipamDir, ranges: [[{ subnet: '10.0.0.0/24' }]] };
+    const call = async (command: string, id: string, stickyTTL: string) => {
+      const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/x', CNI_IFNAME: 'eth0', CNI_PATH: '/none', CNI_ARGS: `K8S_POD_NAMESPACE=ns;K8S_POD_NAME=${id}` };
+      const out = await handle(hostLocal, env, () => JSON.stringify({ cniVersion: '1.0.0', name: 'net', type: 'bridge', ipam: { ...ipam, stickyTTL } }));
+      expect(out.exitCode, out.stdout).toBe(0);
+    };
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      await call('ADD', 'parked-pod', '1h');
+      await call('DEL', 'parked-pod', '1h');
+      await call('ADD', 'ended-pod', '1s');
+      await call('DEL', 'ended-pod', '1s');
+    } finally {
+      stderr.mockRestore();
+    }
+    await new Promise((r) => setTimeout(r, 1_100));
+    const got = await readInventory(list([{ type: 'bridge', ipam }]), cacheDir);
+    expect([got.attachments.map((a) => a.containerID), got.parked]).toEqual([['ended-pod'], 1]);
   });
 
   it('names the plugin whose config makes its state unreadable; refuses a network name that is not one', async () => {

@@ -10,7 +10,6 @@ const SRC = resolve(__dirname, '../../src');
 
 /** Lower layers first; a file may import its own directory or a lower layer. */
 const LAYERS: Record<string, number> = {
-  shims: 0,
   net: 0,
   cni: 1,
   util: 2,
