@@ -62,6 +62,16 @@ export class GcScope {
     return !this.validSet.has(containerID, ifname) && (this.staleSet?.has(containerID, ifname) ?? true);
   }
 
+  /**
+   * State a plugin keeps for a deleted attachment on purpose (host-local's
+   * parked addresses) goes only when the caller named the attachment stale: a
+   * plain GC keeps it. (repair's own DEL of a stale cached attachment may have
+   * parked what the GC that follows must release.)
+   */
+  releasesKept(containerID: string, ifname: string): boolean {
+    return this.staleSet !== undefined && this.releases(containerID, ifname);
+  }
+
   /** State that records only the container goes (legacy files, per-container saved configs). */
   releasesContainer(containerID: string): boolean {
     return !this.validSet.hasContainer(containerID) && (this.staleSet?.hasContainer(containerID) ?? true);

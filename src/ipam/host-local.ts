@@ -64,7 +64,11 @@ function isGarbage(r: Reservation, scope: GcScope, now: number): boolean {
 async function gc(req: Request): Promise<void> {
   const scope = gcScope(req.conf);
   const now = Date.now();
-  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect((r) => isGarbage(r, scope, now));
+  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect(
+    (r) => isGarbage(r, scope, now),
+    // a parking goes only when its attachment was named stale (host-local repair, whose DEL may have parked it)
+    (p) => p.attachment.ifname !== undefined && scope.releasesKept(p.attachment.containerId, p.attachment.ifname),
+  );
   for (const r of released) {
     process.stderr.write(`host-local: GC released ${r.ip} (${r.owner ? ownerToString(r.owner) : 'torn file'})\n`);
   }

@@ -41,8 +41,8 @@ export interface NetworkInventory {
   attachments: HeldAttachment[];
   /** Reservation files that are empty or unreadable: no owner, so no attachment. */
   torn: TornReservation[];
-  /** Attachments whose addresses are parked for their pod (stickyTTL) right now. */
-  parked: number;
+  /** Attachments whose addresses are parked for their pod (stickyTTL) right now: "<containerID>\n<ifname>". */
+  parked: Set<string>;
 }
 
 const FLANNEL_TYPES = new Set(['flannel', 'vxlan-flannel']);
@@ -52,7 +52,7 @@ export async function readInventory(list: NetworkConfigList, cacheDir: string): 
   const { hostLocalDirs, flannelDirs } = stateDirs(list);
   const held = new Map<string, HeldAttachment>();
   const hold = (containerID: string, ifname: string, mtimeMs: number, address?: string) => {
-    const key = `${containerID}\n${ifname}`;
+    const key = attachmentKey(containerID, ifname);
     let a = held.get(key);
     if (!a) held.set(key, (a = { containerID, ifname, addresses: [], newestMs: mtimeMs }));
     a.newestMs = Math.max(a.newestMs, mtimeMs);
@@ -66,14 +66,14 @@ export async function readInventory(list: NetworkConfigList, cacheDir: string): 
     const reservations = new NetworkPool({ dataDir, network, lockTimeoutMs: 0 }).reservations();
     for (const r of reservations.sort((x, y) => x.ip.compare(y.ip))) {
       if (!r.owner) torn.push({ address: r.ip.toString(), mtimeMs: r.tornSinceMs ?? 0 });
-      else if (r.parking && r.parking.expiresAt > now) parked.add(`${r.owner.containerId}\n${r.owner.ifname ?? ''}`);
+      else if (r.parking && r.parking.expiresAt > now) parked.add(attachmentKey(r.owner.containerId, r.owner.ifname ?? ''));
       else hold(r.owner.containerId, r.owner.ifname ?? '', writtenAt(join(dataDir, network, r.name)), r.ip.toString());
     }
   }
   for (const c of readCachedAttachments(cacheDir)) if (c.network === network) hold(c.containerId, c.ifname, c.mtimeMs);
   for (const dir of flannelDirs) for (const s of savedConfigs(dir, network)) hold(s.containerId, s.ifname ?? '', s.mtimeMs);
 
-  return { network, attachments: foldContainerState([...held.values()]), torn, parked: parked.size };
+  return { network, attachments: foldContainerState([...held.values()]), torn, parked };
 }
 
 /** A file's mtime; now when it is gone (a file that just went cannot be judged old). */
@@ -126,4 +126,5 @@ function foldContainerState(all: HeldAttachment[]): HeldAttachment[] {
   return out;
 }
 
+export const attachmentKey = (containerID: string, ifname: string) => `${containerID}\n${ifname}`;
 const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v);

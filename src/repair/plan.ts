@@ -36,7 +36,7 @@ export function planRepair(inventories: readonly NetworkInventory[], live: Reado
   const liveAttachments: Attachment[] = [...liveIfnames].flatMap(([containerID, names]) => [...names].map((ifname) => ({ containerID, ifname })));
 
   return inventories.map((inv) => {
-    const plan: NetworkPlan = { network: inv.network, stale: [], torn: [], valid: [...liveAttachments], keptLive: 0, keptYoung: 0, keptParked: inv.parked };
+    const plan: NetworkPlan = { network: inv.network, stale: [], torn: [], valid: [...liveAttachments], keptLive: 0, keptYoung: 0, keptParked: inv.parked.size };
     for (const a of inv.attachments) {
       if (live.has(a.containerID)) plan.keptLive++;
       else if (a.newestMs > cutoffMs) {

@@ -17,7 +17,7 @@ import { readConfDir, type NetworkConfigList } from '../cni/conf-dir';
 import { validateNetworkName } from '../cni/config';
 import { gcNetwork } from '../cni/gc-network';
 import { CriClient } from '../runtime/cri';
-import { readInventory, type NetworkInventory } from './inventory';
+import { attachmentKey, readInventory, type NetworkInventory } from './inventory';
 import { planRepair, type NetworkPlan } from './plan';
 
 export interface RepairOptions {
@@ -156,8 +156,10 @@ async function collect(list: NetworkConfigList, plan: NetworkPlan, o: RepairOpti
   }
   for (const a of plan.stale) {
     const left = after.attachments.find((b) => b.containerID === a.containerID && (b.ifname === a.ifname || b.ifname === '' || a.ifname === ''));
-    if (!left) released(a.containerID, a.ifname, a.addresses);
-    else report.errors.push(`network ${network}: ${attachmentName(a)} still holds state after GC${left.addresses.length ? ` (${left.addresses.join(', ')})` : ''}`);
+    if (left) report.errors.push(`network ${network}: ${attachmentName(a)} still holds state after GC${left.addresses.length ? ` (${left.addresses.join(', ')})` : ''}`);
+    // its DEL parked its addresses (stickyTTL) and the GC did not release them (a host-local that is not ours)
+    else if (after.parked.has(attachmentKey(a.containerID, a.ifname))) report.errors.push(`network ${network}: ${attachmentName(a)}: its addresses were parked for its pod, not released`);
+    else released(a.containerID, a.ifname, a.addresses);
   }
   for (const t of plan.torn) {
     if (!after.torn.some((u) => u.address === t.address)) released('', '', [t.address]);

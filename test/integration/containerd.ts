@@ -31,6 +31,8 @@ export interface ContainerdOptions {
   subnet: string;
   /** The bridge masquerades the pods' traffic (default false). */
   ipMasq?: boolean;
+  /** host-local's stickyTTL on the test network: a removed pod's addresses are parked for it. */
+  stickyTTL?: string;
   /**
    * A second network, the pods' eth1: vxlan-flannel's CNI plugin (over bridge
    * + host-local, with ipMasq) from a fixed subnet.env, no daemon (the plugin
@@ -193,7 +195,13 @@ export class PrivateContainerd {
           bridge: this.options.bridge,
           isGateway: true,
           ipMasq: this.options.ipMasq ?? false,
-          ipam: { type: 'host-local', dataDir: this.ipamDir, ranges: [[{ subnet: this.options.subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+          ipam: {
+            type: 'host-local',
+            dataDir: this.ipamDir,
+            ranges: [[{ subnet: this.options.subnet }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+            ...(this.options.stickyTTL ? { stickyTTL: this.options.stickyTTL } : {}),
+          },
         },
       ],
     };

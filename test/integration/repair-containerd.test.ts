@@ -5,7 +5,9 @@
 // made by calling the plugins directly for containers containerd never knew:
 // one whose netns is gone, one whose netns is kept (its host veth is still
 // on the bridge), one with a libcni cache entry modelled on containerd's, one
-// on the overlay (a flannel saved config), and one too young to judge.
+// on the overlay (a flannel saved config), and one too young to judge; and a
+// pod removed through containerd whose address host-local parked for it
+// (stickyTTL), which is the pod's, not a leak.
 // --dry-run lists exactly the old leaks and changes nothing (the whole state
 // compared: reservations and the index, iptables/nft rules, links, libcni's
 // cache, flannel's saved configs); repair releases exactly them; the pods
@@ -28,6 +30,8 @@ let net: NetworkConfigList;
 let overlay: NetworkConfigList;
 let a: Pod;
 let b: Pod;
+/** A pod removed through containerd: its address parked for it. */
+let parked: Pod;
 /** The kept namespace of the leak whose host veth stays. */
 let keptNetns: ReturnType<typeof makeNetns> | undefined;
 
@@ -46,6 +50,7 @@ beforeAll(async () => {
     bridge: 'cnitsrep0',
     subnet: '10.77.231.0/24',
     ipMasq: true,
+    stickyTTL: '1h',
     overlay: { bridge: 'cnitsrepo0', subnet: '10.78.231.0/24' },
   });
   [net, overlay] = readConfDir(ctrd.confDir).networks;
@@ -132,6 +137,18 @@ describe('host-local repair against a private containerd', () => {
     expect(pings(a.netns, podAddresses(b.netns).eth1[0].split('/')[0])).toBe(true);
   });
 
+  it("parks the address of a pod removed through containerd (its CNI DEL), under the pod's sandbox id", async () => {
+    const c = await ctrd.runPod('pod-c');
+    await ctrd.removePod(c.id);
+    parked = c;
+    expect(reservations(ctrd.ipamDir, net.name)[c.ips[0]]).toEqual([c.id, 'eth0']);
+    // as old as the leaks below: only the parking keeps it
+    const hourAgo = new Date(Date.now() - 3600_000);
+    utimesSync(join(ctrd.ipamDir, net.name, c.ips[0]), hourAgo, hourAgo);
+    expect(Object.values(reservations(ctrd.ipamDir, overlay.name)).map(([id]) => id)).not.toContain(c.id); // no stickyTTL there
+    expect(sh([join(OUR_BIN, 'host-local'), 'ls', net.name, '--data-dir', ctrd.ipamDir, '--json'])).toContain('cni-ts/pod-c');
+  });
+
   it('leaves leaks of containers containerd does not know, made by calling the plugins directly', async () => {
     const hourAgo = new Date(Date.now() - 3600_000);
     const add = async (list: NetworkConfigList, id: string, ifname: string, keepNetns = false) => {
@@ -166,7 +183,7 @@ describe('host-local repair against a private containerd', () => {
     young = (await add(net, 'leak-young', 'eth0')).leak;
 
     expect(Object.values(reservations(ctrd.ipamDir, net.name)).map(([id]) => id).sort()).toEqual(
-      [a.id, b.id, 'leak-gone', 'leak-kept', 'leak-cached', 'leak-young'].sort(),
+      [a.id, b.id, parked.id, 'leak-gone', 'leak-kept', 'leak-cached', 'leak-young'].sort(),
     );
     expect(readdirSync(ctrd.flannelDir)).toContain(`${overlay.name}:leak-overlay:eth1`);
     expect(ctrd.inNode(['ip', 'link', 'show', hostVethName('leak-kept', 'eth0')])).toContain('master cnitsrep0');
@@ -179,12 +196,12 @@ describe('host-local repair against a private containerd', () => {
     expect(table.code, table.stderr).toBe(0);
     expect(table.stderr).toBe('');
     expect(tableRows(table.stdout)).toEqual(expectedRows(leaks));
-    expect(table.stdout.trim().split('\n').at(-1)).toBe('would release 4 attachments; kept 5 (4 of live sandboxes, 1 newer than 5m); dry run: nothing was changed');
+    expect(table.stdout.trim().split('\n').at(-1)).toBe('would release 4 attachments; kept 6 (4 of live sandboxes, 1 newer than 5m, 1 parked); dry run: nothing was changed');
 
     const json = await repair('--dry-run', '--json');
     expect(json.code, json.stderr).toBe(0);
     expect([...json.json].sort((x: Leak, y: Leak) => x.containerID.localeCompare(y.containerID))).toEqual([...leaks].sort((x, y) => x.containerID.localeCompare(y.containerID)));
-    expect(json.stderr).toBe('would release 4 attachments; kept 5 (4 of live sandboxes, 1 newer than 5m); dry run: nothing was changed\n');
+    expect(json.stderr).toBe('would release 4 attachments; kept 6 (4 of live sandboxes, 1 newer than 5m, 1 parked); dry run: nothing was changed\n');
 
     expect(nodeState()).toEqual(before);
   });
@@ -193,10 +210,10 @@ describe('host-local repair against a private containerd', () => {
     const run = await repair();
     expect(run.code, run.stderr).toBe(0);
     expect(tableRows(run.stdout)).toEqual(expectedRows(leaks));
-    expect(run.stdout.trim().split('\n').at(-1)).toBe('released 4 attachments; kept 5 (4 of live sandboxes, 1 newer than 5m)');
+    expect(run.stdout.trim().split('\n').at(-1)).toBe('released 4 attachments; kept 6 (4 of live sandboxes, 1 newer than 5m, 1 parked)');
 
     const held = (network: string) => Object.values(reservations(ctrd.ipamDir, network)).map(([id, ifname]) => `${id} ${ifname}`).sort();
-    expect(held(net.name)).toEqual([`${a.id} eth0`, `${b.id} eth0`, 'leak-young eth0'].sort());
+    expect(held(net.name)).toEqual([`${a.id} eth0`, `${b.id} eth0`, `${parked.id} eth0`, 'leak-young eth0'].sort());
     expect(held(overlay.name)).toEqual([`${a.id} eth1`, `${b.id} eth1`].sort());
     const rules = masqTags();
     for (const l of leaks) expect(rules).not.toContain(attachmentTags(l.network, l.containerID, l.ifname).attTag);
@@ -220,7 +237,7 @@ describe('host-local repair against a private containerd', () => {
   it('a second repair has nothing to do', async () => {
     const before = nodeState();
     const again = await repair();
-    expect([again.code, again.stdout, again.stderr]).toEqual([0, 'nothing to release; kept 5 (4 of live sandboxes, 1 newer than 5m)\n', '']);
+    expect([again.code, again.stdout, again.stderr]).toEqual([0, 'nothing to release; kept 6 (4 of live sandboxes, 1 newer than 5m, 1 parked)\n', '']);
     expect(nodeState()).toEqual(before);
   });
 

@@ -23,7 +23,7 @@ const NOW = Date.UTC(2025, 0, 1);
 
 describe('planRepair', () => {
   const held = (containerID: string, ifname: string, ageMs: number, addresses: string[] = []) => ({ containerID, ifname, addresses, newestMs: NOW - ageMs });
-  const inv = (network: string, attachments: ReturnType<typeof held>[], torn: { address: string; mtimeMs: number }[] = []): NetworkInventory => ({ network, attachments, torn, parked: 0 });
+  const inv = (network: string, attachments: ReturnType<typeof held>[], torn: { address: string; mtimeMs: number }[] = []): NetworkInventory => ({ network, attachments, torn, parked: new Set() });
 
   it('releases what no listed sandbox holds and is older than the cutoff; keeps live sandboxes (any state, any ifname) and young state', () => {
     const plans = planRepair(
@@ -165,7 +165,7 @@ describe('readInventory', () => {
     }
     await new Promise((r) => setTimeout(r, 1_100));
     const got = await readInventory(list([{ type: 'bridge', ipam }]), cacheDir);
-    expect([got.attachments.map((a) => a.containerID), got.parked]).toEqual([['ended-pod'], 1]);
+    expect([got.attachments.map((a) => a.containerID), [...got.parked]]).toEqual([['ended-pod'], ['parked-pod\neth0']]);
   });
 
   it('names the plugin whose config makes its state unreadable; refuses a network name that is not one', async () => {
