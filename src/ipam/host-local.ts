@@ -2,7 +2,7 @@
 import { CniError, ErrorCode } from '../cni/errors';
 import { parseResult, Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
-import { AttachmentSet, validAttachments } from '../cni/gc';
+import { gcScope, type GcScope } from '../cni/gc';
 import { IP } from '../net/ip';
 import { loadIpamConfig, loadStoreLocation } from './config';
 import { parseResolvConf } from './dns';
@@ -13,7 +13,7 @@ import { NetworkPool } from './network-pool';
 import type { Pod } from './parking-lot';
 
 /** A torn file younger than this may be a Go host-local still writing it (it creates, then writes). */
-const TORN_GRACE_MS = 60_000;
+export const TORN_GRACE_MS = 60_000;
 
 const ownerOf = (req: Request): Owner => ({ containerId: req.inv.containerId, ifname: req.inv.ifname });
 
@@ -55,16 +55,20 @@ async function check(req: Request): Promise<void> {
   }
 }
 
-/** A reservation GC releases: its attachment is not valid, or its file is torn and old. */
-function isGarbage(r: Reservation, valid: AttachmentSet, now: number): boolean {
+/** A reservation GC releases: the scope releases its attachment, or its file is torn and old. */
+function isGarbage(r: Reservation, scope: GcScope, now: number): boolean {
   if (!r.owner) return now - (r.tornSinceMs ?? 0) >= TORN_GRACE_MS;
-  return r.owner.ifname === undefined ? !valid.hasContainer(r.owner.containerId) : !valid.has(r.owner.containerId, r.owner.ifname);
+  return r.owner.ifname === undefined ? scope.releasesContainer(r.owner.containerId) : scope.releases(r.owner.containerId, r.owner.ifname);
 }
 
 async function gc(req: Request): Promise<void> {
-  const valid = validAttachments(req.conf);
+  const scope = gcScope(req.conf);
   const now = Date.now();
-  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect((r) => isGarbage(r, valid, now));
+  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect(
+    (r) => isGarbage(r, scope, now),
+    // a parking goes only when its attachment was named stale (host-local repair, whose DEL may have parked it)
+    (p) => p.attachment.ifname !== undefined && scope.releasesKept(p.attachment.containerId, p.attachment.ifname),
+  );
   for (const r of released) {
     process.stderr.write(`host-local: GC released ${r.ip} (${r.owner ? ownerToString(r.owner) : 'torn file'})\n`);
   }

@@ -97,9 +97,15 @@ export class NetworkPool {
     return (await this.locked(false, () => this.heldBy(owner))) ?? [];
   }
 
-  /** Releases every reservation `isGarbage` picks, and returns them. Parked addresses are not garbage. */
-  async collect(isGarbage: (r: Reservation) => boolean): Promise<Reservation[]> {
+  /**
+   * Releases every reservation `isGarbage` picks, and returns them. Parked
+   * addresses are not garbage, unless `unpark` picks their parking.
+   */
+  async collect(isGarbage: (r: Reservation) => boolean, unpark: (p: Parking) => boolean = () => false): Promise<Reservation[]> {
     const collected = await this.locked(false, () => {
+      // Parkings `unpark` picks are dropped first: their addresses are then judged like any other.
+      const unparked = this.lot.all().filter(unpark);
+      for (const p of unparked) this.lot.remove(p);
       const parked = new Set(this.parkedNow().map(String));
       const garbage = this.store.scan().filter((r) => !parked.has(r.name) && isGarbage(r));
       if (garbage.length === 0) return [];

@@ -170,6 +170,30 @@ describe('GC', () => {
     expect(files()).toEqual(['10.1.2.2', '2001:db8:1::2', 'last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
     expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/GC released 10.1.2.3 \(drop \(eth0\)\)/));
   });
+
+  it('with cni-ts.dev/stale-attachments releases only the named attachments that are not valid; a legacy file goes with its container', async () => {
+    const single = conf({}, { ranges: [[{ subnet: '10.1.2.0/24' }]] });
+    for (const id of ['keep', 'stale', 'unnamed', 'named-but-valid']) expect((await run('ADD', single, id)).exitCode).toBe(0);
+    fs.writeFileSync(join(netDir(), '10.1.2.50'), 'legacy-stale');
+    fs.writeFileSync(join(netDir(), '10.1.2.51'), 'legacy-unnamed');
+    const gc = await run(
+      'GC',
+      conf({
+        'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }, { containerID: 'named-but-valid', ifname: 'eth0' }],
+        'cni-ts.dev/stale-attachments': [{ containerID: 'stale', ifname: 'eth0' }, { containerID: 'legacy-stale', ifname: '' }, { containerID: 'named-but-valid', ifname: 'eth0' }],
+      }),
+    );
+    expect(gc.exitCode, gc.stdout).toBe(0);
+    const holders = files().filter((f) => f.startsWith('10.')).map((f) => read(f).split('\r\n')[0]).sort();
+    expect(holders).toEqual(['keep', 'legacy-unnamed', 'named-but-valid', 'unnamed']);
+  });
+
+  it('refuses a stale list that is not a list of attachments (code 7), releasing nothing', async () => {
+    await run('ADD', conf(), 'a');
+    const gc = await run('GC', conf({ 'cni.dev/valid-attachments': [], 'cni-ts.dev/stale-attachments': [{ containerID: 'a' }] }));
+    expect(gc.json).toMatchObject({ code: 7, msg: 'field "cni-ts.dev/stale-attachments[0]" must be an object with string "containerID" and "ifname"' });
+    expect(files().filter((f) => f.startsWith('10.'))).toHaveLength(1);
+  });
 });
 
 describe('STATUS', () => {

@@ -118,6 +118,20 @@ describe('stickyTTL', () => {
     expect(reserved()).toEqual([]);
   });
 
+  it('GC with cni-ts.dev/stale-attachments releases a parking only when it names the parking attachment (repair\'s DEL of a stale attachment parks it)', async () => {
+    await run('ADD', conf(), 'stale-ctr', 'eth0', pod('web-0'));
+    await run('ADD', conf(), 'parked-ctr', 'eth0', pod('web-1'));
+    await run('DEL', conf(), 'stale-ctr', 'eth0', pod('web-0'));
+    await run('DEL', conf(), 'parked-ctr', 'eth0', pod('web-1'));
+    const gc = { ...conf(), 'cni.dev/valid-attachments': [], 'cni-ts.dev/stale-attachments': [{ containerID: 'stale-ctr', ifname: 'eth0' }] };
+    expect((await run('GC', gc)).exitCode).toBe(0);
+    expect(reserved().map(read)).toEqual(['parked-ctr\r\neth0', 'parked-ctr\r\neth0']);
+    const records = fs.readdirSync(join(dataDir, '.cni-ts', 'sticky', 'parked')).filter((f) => f !== 'next-expiry');
+    expect(records).toHaveLength(1);
+    // the pod whose parking went gets the next free address when it comes back
+    expect(ips(await run('ADD', conf(), 'new-ctr', 'eth0', pod('web-0')))).toEqual(['10.5.0.4', 'fd05::4']);
+  });
+
   it('a repeated DEL of the parked attachment changes nothing, and a rebuilt index still leaves it holding nothing', async () => {
     await run('ADD', conf(), 'ctr-1', 'eth0', pod('web-0'));
     await run('DEL', conf(), 'ctr-1', 'eth0', pod('web-0'));
