@@ -21,6 +21,7 @@ import { chmodSync, copyFileSync, linkSync, mkdirSync, mkdtempSync, readFileSync
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { brotliCompressSync, constants as zlib } from 'node:zlib';
 
 const BUNDLES = ['host-local', 'bridge', 'vxlan-flannel'];
 /** Executable name -> bundle: `flannel` is vxlan-flannel under the name of flannel's own CNI plugin. */
@@ -61,8 +62,6 @@ const common = {
   target: 'node20',
   minify: true,
   legalComments: 'none',
-  // proper-lockfile's helpers for long-running programs cost ~15 ms per start; see src/shims.
-  alias: { 'graceful-fs': './src/shims/graceful-fs.ts', 'signal-exit': './src/shims/signal-exit.ts' },
   logLevel: 'warning',
   write: false,
   plugins: [builtinFacades],
@@ -71,10 +70,16 @@ const common = {
 const bundle = async (entry, define) => (await build({ ...common, entryPoints: [entry], define })).outputFiles[0].text;
 const hash = (text) => createHash('sha256').update(text).digest('hex').slice(0, 16);
 
-/** The plugin bundle of `name` (src/cmd/<name>.ts) with its CLI (src/cli/<name>.ts) inside as a string. */
+/**
+ * The plugin bundle of `name` (src/cmd/<name>.ts) with its CLI (src/cli/<name>.ts)
+ * inside as a string, brotli-compressed and base64-encoded: every CNI call reads
+ * and scans the whole executable, and a string literal costs by its length
+ * (host-local's CLI with the CRI client for `repair` is ~460 KB, ~170 KB so).
+ */
 async function pluginBundle(name) {
   const cli = await bundle(`src/cli/${name}.ts`, { __VERSION__: version });
-  return bundle(`src/cmd/${name}.ts`, { __VERSION__: version, __CLI_SOURCE__: JSON.stringify(cli) });
+  const packed = brotliCompressSync(cli, { params: { [zlib.BROTLI_PARAM_QUALITY]: 9 } }).toString('base64');
+  return bundle(`src/cmd/${name}.ts`, { __VERSION__: version, __CLI_SOURCE__: JSON.stringify(packed) });
 }
 
 function writeExecutable(file, text) {

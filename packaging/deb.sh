@@ -21,6 +21,8 @@ chmod 0755 "$bin/${plugins[0]}"
 for p in "${plugins[@]:1}"; do ln "$bin/${plugins[0]}" "$bin/$p"; done
 install -m 0644 packaging/vxlan-flannel.service "$stage/lib/systemd/system/"
 install -m 0644 packaging/vxlan-flannel.default "$stage/etc/default/vxlan-flannel"
+install -m 0644 packaging/host-local-repair.service packaging/host-local-repair.timer "$stage/lib/systemd/system/"
+install -m 0644 packaging/host-local-repair.default "$stage/etc/default/host-local-repair"
 install -m 0644 conf/* "$doc/examples/"
 install -m 0644 README.md docs/bridge.md docs/vxlan-flannel.md "$doc/"
 printf 'cni-ts\n\nLicense: Apache-2.0\n On Debian systems the full text is in /usr/share/common-licenses/Apache-2.0.\n' >"$doc/copyright"

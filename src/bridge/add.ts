@@ -21,7 +21,7 @@ import { settleAll } from '../util/settle';
 import { parseBridgeConfig, type BridgeConfig } from './config';
 import { planIpam, callIpam, type IpamPlan } from './ipam';
 import { planAddresses, type AddressPlan } from './plan';
-import { attachmentTags, hostVethName } from './names';
+import { attachmentTags, hostVethName, vethAlias } from './names';
 import { kernelError, masqLabel } from './common';
 import { AttachmentExistsError, setHostSysctls, setupHost, type HostState } from './host';
 import { configureContainer } from './container';
@@ -59,16 +59,16 @@ async function attach(req: Request, cfg: BridgeConfig, ipam: IpamPlan | undefine
   }
 
   const hostVeth = hostVethName(containerId, ifname);
+  const tags = attachmentTags(cfg.network, containerId, ifname);
   // The spoof check must know the MAC before traffic flows: choose it rather than read it.
   const containerMac = cfg.mac ?? (cfg.macspoofchk ? randomMac() : undefined);
-  const host = await setupHost({ cfg, plan, hostVeth, netns, ifname, containerMac }, undo).catch((e) => {
+  const host = await setupHost({ cfg, plan, hostVeth, alias: vethAlias(tags), netns, ifname, containerMac }, undo).catch((e) => {
     // The attachment exists already: the IPAM returned the addresses it holds, which must stay with it.
     if (e instanceof AttachmentExistsError) releaseIpam?.cancel();
     throw e;
   });
 
   // The rest touches separate things and runs side by side.
-  const tags = attachmentTags(cfg.network, containerId, ifname);
   const container = configureContainer(cfg, plan, netns, ifname);
   const tasks: Promise<unknown>[] = [container];
   let settled: Promise<unknown[]>;

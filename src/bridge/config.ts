@@ -18,6 +18,7 @@ const DEFAULT_BRIDGE = 'cni0';
 export interface BridgeConfig {
   network: string;
   cniVersion: string;
+  /** DEL does not read it; GC reads its ports, and gets '' when the name cannot be a link (nothing of ours is on it). */
   bridge: string;
   isGateway: boolean;
   isDefaultGateway: boolean;
@@ -67,8 +68,8 @@ export function parseBridgeConfig(conf: NetConf, args: CniArgs, phase: Phase): B
   const cfg: BridgeConfig = {
     network: conf.name,
     cniVersion: conf.cniVersion,
-    // Cleaning up never touches the bridge: only ADD and CHECK need a valid name.
-    bridge: full ? parseBridgeName(conf) : DEFAULT_BRIDGE,
+    // Cleaning up never fails on the bridge's name: only ADD and CHECK need a valid one.
+    bridge: full ? parseBridgeName(conf) : phase === 'GC' ? bridgeNameOrNone(conf) : DEFAULT_BRIDGE,
     isGateway: false,
     isDefaultGateway: false,
     forceAddress: false,
@@ -132,6 +133,11 @@ function parseBridgeName(conf: Json): string {
   const problem = linkNameProblem(name);
   if (problem) throw invalidConfig(`field "bridge" ${JSON.stringify(name)} is not a valid link name: ${problem}`);
   return name;
+}
+
+function bridgeNameOrNone(conf: Json): string {
+  const name = typeof conf.bridge === 'string' && conf.bridge ? conf.bridge : DEFAULT_BRIDGE;
+  return linkNameProblem(name) ? '' : name;
 }
 
 function parseMtu(conf: Json): number {

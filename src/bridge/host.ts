@@ -38,6 +38,8 @@ export interface HostRequest {
   cfg: BridgeConfig;
   plan: AddressPlan | undefined;
   hostVeth: string;
+  /** The host veth's alias (names.ts vethAlias): how GC finds it. */
+  alias: string;
   /** The container's namespace and interface: the veth's peer. */
   netns: string;
   ifname: string;
@@ -84,6 +86,7 @@ export async function setupHost(r: HostRequest, undo: Undo): Promise<HostState> 
   if (vlanFiltering) b.add(bridgeSet(cfg.bridge, { vlanFiltering: true }));
   b.add(linkSet(cfg.bridge, { up: true, ...(cfg.promiscMode ? { promisc: true } : {}) }));
   const veth = b.add(vethAdd({ name: hostVeth, peer: ifname, peerNetns: netns, mtu, peerMac: r.containerMac, master: cfg.bridge, up: true }));
+  b.add(linkSet(hostVeth, { alias: r.alias }));
   if (cfg.hairpinMode || cfg.portIsolation) {
     b.add(bridgePortSet(hostVeth, { ...(cfg.hairpinMode ? { hairpin: true } : {}), ...(cfg.portIsolation ? { isolated: true } : {}) }));
   }

@@ -12,6 +12,9 @@ export function hostVethName(containerId: string, ifname: string): string {
   return 'veth' + sha256Hex(`veth\0${containerId}\0${ifname}`).slice(0, 11);
 }
 
+/** A name hostVethName can produce. */
+export const isHostVethName = (name: string) => /^veth[0-9a-f]{11}$/.test(name);
+
 /** The host end of the veth that carries a VLAN's gateway address (one per bridge and VLAN). */
 export function vlanGatewayPeerName(bridge: string, vlan: number): string {
   return 'veth' + sha256Hex(`vlan-gw\0${bridge}\0${vlan}`).slice(0, 11);
@@ -31,4 +34,16 @@ export const netTag = (network: string) => sha256Hex(`net\0${network}`).slice(0,
 
 export function attachmentTags(network: string, containerId: string, ifname: string): Tags {
   return { netTag: netTag(network), attTag: sha256Hex(`att\0${network}\0${containerId}\0${ifname}`).slice(0, 20) };
+}
+
+/**
+ * The host veth's alias: its attachment's tags in the form the masquerade
+ * rules' comments carry them, so GC can tell which network's attachment a
+ * veth on a (possibly shared) bridge belongs to without knowing container IDs.
+ */
+export const vethAlias = (t: Tags) => `cni-ts:${t.netTag}:${t.attTag}`;
+
+export function parseVethAlias(alias: string): Tags | undefined {
+  const m = /^cni-ts:([0-9a-f]{8}):([0-9a-f]{20})$/.exec(alias);
+  return m ? { netTag: m[1], attTag: m[2] } : undefined;
 }

@@ -9,8 +9,12 @@ interface CliModule {
 
 /** Compiles and runs the embedded CLI bundle with this process's argv. */
 export async function runEmbeddedCli(argv: string[]): Promise<void> {
-  const source = typeof __CLI_SOURCE__ === 'string' ? __CLI_SOURCE__ : '';
-  if (!source) throw new Error('this build has no command line interface');
+  const packed = typeof __CLI_SOURCE__ === 'string' ? __CLI_SOURCE__ : '';
+  if (!packed) throw new Error('this build has no command line interface');
+  // brotli + base64 (see build.mjs); zlib is loaded only here, never on a CNI call
+  // (require: code compiled by node:vm, as this bundle is, cannot import())
+  const { brotliDecompressSync } = require('node:zlib') as typeof import('node:zlib');
+  const source = brotliDecompressSync(Buffer.from(packed, 'base64')).toString('utf8');
   const module = { exports: {} as Partial<CliModule> };
   // The same wrapper arguments as a CommonJS module: bundled libraries may use __dirname.
   compileFunction(source, ['module', 'exports', 'require', '__filename', '__dirname'], { filename: __filename })(

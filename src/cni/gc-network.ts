@@ -9,8 +9,17 @@
 // goes at 1.1.0 to every plugin whose VERSION lists 1.1.0, whatever the list
 // says; the others are skipped and reported. A failure is recorded and the
 // rest still runs, as in libcni.
+//
+// For `host-local repair`, two more: the caller may name the stale
+// attachments (only those are DELeted, and our plugins release only those:
+// see gc.ts), and a dry run that changes nothing and reports what would be
+// done. And one guard libcni lacks: a cached netns /proc/<pid>/ns/net whose
+// pid now belongs to a process started after the entry was written (a reboot
+// since) is not handed to the DEL, which would otherwise enter that
+// unrelated process's namespace.
+import { readFileSync } from 'node:fs';
 import { delegateEnv, execPlugin, findPlugin, readPluginOutput } from './delegate';
-import { AttachmentSet, type Attachment } from './gc';
+import { AttachmentSet, LEGACY_VALID_KEY, STALE_KEY, VALID_KEY, type Attachment } from './gc';
 import { formatResult, parseResult } from './result';
 import { atLeast } from './version';
 import { DEFAULT_CACHE_DIR, readCachedAttachments, removeCachedAttachment, type CachedAttachment } from './results-cache';
@@ -28,15 +37,22 @@ export interface GcOptions {
   validAttachments: Attachment[];
   /** libcni's cache directory (default /var/lib/cni). */
   cacheDir?: string;
+  /**
+   * The attachments the caller found stale: only these cached attachments are
+   * DELeted, and they are sent as cni-ts.dev/stale-attachments with the GC.
+   */
+  staleAttachments?: Attachment[];
+  /** Change nothing: report what would be DELeted and which plugins would get GC (VERSION still runs). */
+  dryRun?: boolean;
 }
 
 export interface GcReport {
   network: string;
   /** The list sets disableGC: nothing was done. */
   disabled: boolean;
-  /** Stale cached attachments DELeted through the chain (their cache files removed). */
+  /** Stale cached attachments DELeted through the chain (their cache files removed); in a dry run, to be. */
   deleted: CachedAttachment[];
-  /** Plugin types sent GC, in chain order. */
+  /** Plugin types sent GC, in chain order; in a dry run, to be. */
   collected: string[];
   /** Plugins not sent GC because their VERSION does not list 1.1.0. */
   skipped: { type: string; supportedVersions: string[] }[];
@@ -57,10 +73,16 @@ export async function gcNetwork(list: NetworkConfigList, options: GcOptions): Pr
   let stale: CachedAttachment[] = [];
   try {
     stale = staleCachedAttachments(list.name, options.validAttachments, options.cacheDir);
+    const named = options.staleAttachments && new AttachmentSet(options.staleAttachments);
+    if (named) stale = stale.filter((a) => named.has(a.containerId, a.ifname));
   } catch (err) {
     report.errors.push(`reading the results cache: ${messageOf(err)}`); // libcni silently skips the whole GC here
   }
   for (const attachment of stale) {
+    if (options.dryRun) {
+      report.deleted.push(attachment);
+      continue;
+    }
     try {
       await delChain(list, attachment, options.path);
       removeCachedAttachment(attachment);
@@ -71,6 +93,8 @@ export async function gcNetwork(list: NetworkConfigList, options: GcOptions): Pr
   }
 
   const valid = options.validAttachments.map(({ containerID, ifname }) => ({ containerID, ifname }));
+  // libcni injects both valid keys: the spec first named it cni.dev/attachments (libcni #1101).
+  const keys = { [VALID_KEY]: valid, [LEGACY_VALID_KEY]: valid, ...(options.staleAttachments ? { [STALE_KEY]: options.staleAttachments } : {}) };
   const inv = invocation('GC', options.path);
   for (const [i, plugin] of list.plugins.entries()) {
     const type = plugin.type as string;
@@ -81,9 +105,10 @@ export async function gcNetwork(list: NetworkConfigList, options: GcOptions): Pr
         report.skipped.push({ type, supportedVersions });
         continue;
       }
-      // libcni injects both keys: the spec first named it cni.dev/attachments (libcni #1101).
-      const conf = { ...plugin, name: list.name, cniVersion: GC_VERSION, 'cni.dev/valid-attachments': valid, 'cni.dev/attachments': valid };
-      readPluginOutput(type, 'GC', await execPlugin(file, delegateEnv(inv, 'GC'), JSON.stringify(conf)));
+      if (!options.dryRun) {
+        const conf = { ...plugin, name: list.name, cniVersion: GC_VERSION, ...keys };
+        readPluginOutput(type, 'GC', await execPlugin(file, delegateEnv(inv, 'GC'), JSON.stringify(conf)));
+      }
       report.collected.push(type);
     } catch (err) {
       report.errors.push(`GC of plugin "${type}": ${messageOf(err)}`);
@@ -95,7 +120,7 @@ export async function gcNetwork(list: NetworkConfigList, options: GcOptions): Pr
 /** libcni's DelNetworkList for a cached attachment: the current chain, last plugin first. */
 async function delChain(list: NetworkConfigList, attachment: CachedAttachment, path: string[]): Promise<void> {
   const prevResult = atLeast(list.cniVersion, '0.4.0') ? cachedResult(attachment, list.cniVersion) : undefined;
-  const inv = invocation('DEL', path, attachment);
+  const inv = invocation('DEL', path, { ...attachment, netns: netnsStillTheContainers(attachment) });
   for (let i = list.plugins.length - 1; i >= 0; i--) {
     const plugin = list.plugins[i];
     const type = plugin.type as string;
@@ -143,6 +168,34 @@ function invocation(command: Command, path: string[], attachment?: CachedAttachm
     rawArgs: args.map(([k, v]) => `${k}=${v}`).join(';'),
     path,
   };
+}
+
+/**
+ * The cached netns, unless it is a process's (/proc/<pid>/...) and that pid
+ * is now a process started after the entry was written: a pid reused since a
+ * reboot. '' then (DEL needs no netns; the namespace is gone anyway).
+ */
+function netnsStillTheContainers(attachment: CachedAttachment): string {
+  const pid = /^\/proc\/(\d+)\//.exec(attachment.netns)?.[1];
+  if (!pid) return attachment.netns;
+  const started = processStartMs(pid);
+  return started !== undefined && started <= attachment.mtimeMs ? attachment.netns : '';
+}
+
+/** USER_HZ, the unit of /proc/<pid>/stat's start time: 100 on every Linux architecture Node runs on. */
+const CLOCK_TICKS_PER_S = 100;
+
+/** When a process started (ms since the epoch), or undefined when there is no such process. */
+function processStartMs(pid: string): number | undefined {
+  try {
+    // the fields after the command name, which may itself hold spaces and parentheses
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+    const ticks = Number(fields[19]); // field 22, starttime: ticks since boot
+    const bootS = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
+    return Number.isFinite(ticks) && Number.isFinite(bootS) ? bootS * 1000 + (ticks * 1000) / CLOCK_TICKS_PER_S : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -3,7 +3,7 @@
 // file per attachment on ADD and removes it after a successful DEL. After a
 // power loss the files of the containers that died are still there, and
 // they hold what a DEL needs: netns, CNI_ARGS, capability args, the result.
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Json } from './config';
 
@@ -15,6 +15,8 @@ const CACHE_KIND = 'cniCacheV1';
 export interface CachedAttachment {
   /** The cache file. */
   file: string;
+  /** When libcni wrote it: the end of the attachment's ADD. */
+  mtimeMs: number;
   network: string;
   containerId: string;
   ifname: string;
@@ -44,14 +46,17 @@ export function readCachedAttachments(cacheDir = DEFAULT_CACHE_DIR): CachedAttac
   for (const name of names) {
     const file = join(dir, name);
     let info: Json;
+    let mtimeMs: number;
     try {
       info = JSON.parse(readFileSync(file, 'utf8')) as Json;
+      mtimeMs = statSync(file).mtimeMs;
     } catch {
       continue;
     }
     if (!info || info.kind !== CACHE_KIND || !isNonEmpty(info.networkName) || !isNonEmpty(info.ifName)) continue;
     out.push({
       file,
+      mtimeMs,
       network: info.networkName,
       containerId: typeof info.containerId === 'string' ? info.containerId : '',
       ifname: info.ifName,

@@ -6,11 +6,11 @@
 //
 // This module is on the CNI path: it must stay lean (no etcd, no commander).
 import * as fs from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { Json, NetConf, optInt, optObject, optString, decodeJson } from '../cni/config';
 import { delegate, delegateEnv, findPlugin } from '../cni/delegate';
-import { validAttachments } from '../cni/gc';
+import { GC_KEYS, gcScope } from '../cni/gc';
 import type { Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../util/fs';
@@ -244,46 +244,87 @@ async function check(req: Request): Promise<void> {
   if (problem) throw new CniError(ErrorCode.Internal, `overlay not ready: ${problem}`);
 }
 
-async function gc(req: Request): Promise<void> {
-  const valid = validAttachments(req.conf);
-  const fc = loadFlannelConf(req.conf);
+/** A saved config of one network: an attachment's, or flannel's per-container copy (no ifname). */
+export interface SavedConfig {
+  containerId: string;
+  ifname?: string;
+  file: string;
+  mtimeMs: number;
+}
+
+/**
+ * The saved configs of `network` in `dataDir`, read only (GC judges them,
+ * `host-local repair` lists them). dataDir is shared by every flannel network
+ * on the node (as in flannel): a per-container copy is the network's when the
+ * config inside names it.
+ */
+export function savedConfigs(dataDir: string, network: string): SavedConfig[] {
   let names: string[] = [];
   try {
-    names = fs.readdirSync(fc.dataDir);
+    names = fs.readdirSync(dataDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const out: SavedConfig[] = [];
+  for (const name of names) {
+    if (name.startsWith('.')) continue;
+    const file = join(dataDir, name);
+    const key = parseSavedName(name);
+    let found: Omit<SavedConfig, 'mtimeMs'> | undefined;
+    if (key) {
+      if (key.network === network) found = { containerId: key.containerId, ifname: key.ifname, file };
+    } else {
+      let saved: Json | undefined;
+      try {
+        saved = decodeJson(fs.readFileSync(file, 'utf8'));
+      } catch {
+        // not a config we can read, so not ours to judge
+      }
+      if (saved?.name === network) found = { containerId: name, file };
+    }
+    if (!found) continue;
+    try {
+      out.push({ ...found, mtimeMs: fs.statSync(file).mtimeMs });
+    } catch {
+      // removed since the listing
+    }
+  }
+  return out;
+}
+
+async function gc(req: Request): Promise<void> {
+  const scope = gcScope(req.conf);
+  const fc = loadFlannelConf(req.conf);
+  removeDeadTempFiles(fc.dataDir);
+  for (const s of savedConfigs(fc.dataDir, req.conf.name)) {
+    const garbage = s.ifname === undefined ? scope.releasesContainer(s.containerId) : scope.releases(s.containerId, s.ifname);
+    if (!garbage) continue;
+    process.stderr.write(`GC removes the saved config ${basename(s.file)}\n`);
+    removeFile(s.file);
+  }
+  const env = await waitSubnetEnv(fc);
+  const conf = renderDelegate(req.conf, fc, env);
+  for (const key of GC_KEYS) if (key in req.conf) conf[key] = req.conf[key];
+  await delegate({ command: 'GC', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
+}
+
+/** Temp files left by a writer that died; a live one is renamed within milliseconds. */
+function removeDeadTempFiles(dataDir: string): void {
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dataDir).filter((n) => n.startsWith('.') && n.endsWith('.tmp'));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   const now = Date.now();
   for (const name of names) {
-    const file = join(fc.dataDir, name);
-    if (name.startsWith('.')) {
-      // a temp file left by a writer that died; a live one is renamed within milliseconds
-      if (name.endsWith('.tmp') && now - fs.statSync(file).mtimeMs > 60_000) removeFile(file);
-      continue;
+    const file = join(dataDir, name);
+    try {
+      if (now - fs.statSync(file).mtimeMs > 60_000) removeFile(file);
+    } catch {
+      // gone already
     }
-    // dataDir is shared by every flannel network on the node (as in flannel): only ours go.
-    const key = parseSavedName(name);
-    if (key) {
-      // <network>:<containerID>:<ifname>, the attachment named as the runtime names it
-      if (key.network !== req.conf.name || valid.has(key.containerId, key.ifname)) continue;
-    } else {
-      // flannel's <containerID> (no ifname): ours if the config inside names our network
-      if (valid.hasContainer(name)) continue;
-      let saved: Json;
-      try {
-        saved = decodeJson(fs.readFileSync(file, 'utf8'));
-      } catch {
-        continue; // not ours to judge
-      }
-      if (saved.name !== req.conf.name) continue;
-    }
-    process.stderr.write(`GC removes the saved config ${name}\n`);
-    removeFile(file);
   }
-  const env = await waitSubnetEnv(fc);
-  const conf = renderDelegate(req.conf, fc, env);
-  for (const key of ['cni.dev/valid-attachments', 'cni.dev/attachments']) if (key in req.conf) conf[key] = req.conf[key];
-  await delegate({ command: 'GC', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
 }
 
 async function status(req: Request): Promise<void> {

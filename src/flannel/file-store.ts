@@ -6,7 +6,7 @@
 //                                like flannel's own Lease type; none means it never expires.
 //                                Named as flannel's etcd keys: 10.88.1.0-24&fd88:0:0:1::-64
 //                                (dual stack), fd88:0:0:1::-64 (IPv6 only)
-//   <dir>/.lock                  proper-lockfile lock held for every change
+//   <dir>/.lock                  flock(2) lock file (util/lock), held for every change
 //
 // Every change happens under the lock and is written atomically; readers need
 // no lock (they see whole files). Watching is a short poll of the directory.
@@ -32,7 +32,7 @@ export class FileStore implements LeaseStore {
 
   private async locked<T>(fn: () => Promise<T> | T): Promise<T> {
     ensureDir(this.subnetsDir, 0o755);
-    return withLock(this.dir, join(this.dir, '.lock'), LOCK_TIMEOUT_MS, async () => fn());
+    return withLock(join(this.dir, '.lock'), LOCK_TIMEOUT_MS, async () => fn());
   }
 
   async getConfig(): Promise<string | undefined> {

@@ -1,6 +1,6 @@
 // host-local configuration: the reference's fields and defaults, and the
 // validation it misses. Every error names the field it rejects.
-import { isAbsolute, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { Json, NetConf, optArray, optInt, optObject, optString } from '../cni/config';
 import type { CniArgs } from '../cni/args';
@@ -11,12 +11,22 @@ import { Range, RangeSet, rangeToString, rangesOverlap } from './range';
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../util/lock';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
+/** Our own per-network state sits in <dataDir>/.cni-ts/<network>/: no network's name starts with '.'. */
+export const META_DIR = '.cni-ts';
 
-/** Where a network's state lives and how long to wait for its lock. */
+/** Linux's longest file name and path, in bytes (NAME_MAX, PATH_MAX - 1). */
+const NAME_MAX = 255;
+const PATH_MAX = 4095;
+/** The longest name we put under a network's directories (an IPv6 address; index.new/3f). */
+const LONGEST_ENTRY = 40;
+
+/** Where a network's state lives, how long to wait for its lock, and how long a deleted pod's addresses stay parked. */
 export interface StoreLocation {
   network: string;
   dataDir: string;
   lockTimeoutMs: number;
+  /** ipam.stickyTTL; undefined: addresses are freed at DEL. */
+  stickyTtlMs?: number;
 }
 
 export interface IpamConfig extends StoreLocation {
@@ -31,17 +41,46 @@ export interface IpamConfig extends StoreLocation {
 export function loadStoreLocation(conf: NetConf): StoreLocation {
   const ipam = optObject(conf, 'ipam');
   if (!ipam) throw invalidConfig('IPAM config missing field "ipam"');
+  const network = conf.name;
+  const nameBytes = Buffer.byteLength(network);
+  if (nameBytes > NAME_MAX) {
+    throw invalidConfig(`network name (field "name") is ${nameBytes} bytes; it names a directory, and a file name can have at most ${NAME_MAX}`);
+  }
+  const dataDir = parseDataDir(ipam);
+  const deepest = Buffer.byteLength(join(dataDir, META_DIR, network)) + LONGEST_ENTRY;
+  if (deepest > PATH_MAX) {
+    throw invalidConfig(`field "ipam.dataDir" is too long: paths under it for network ${network} would be ${deepest} bytes (at most ${PATH_MAX})`);
+  }
   return {
-    network: conf.name,
-    dataDir: parseDataDir(ipam),
+    network,
+    dataDir,
     lockTimeoutMs: optInt(ipam, 'lockTimeoutMs', 0, 3_600_000, 'ipam.') ?? DEFAULT_LOCK_TIMEOUT_MS,
+    stickyTtlMs: parseDuration(ipam, 'stickyTTL'),
   };
+}
+
+const UNIT_MS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000 };
+/** A year: a longer parking is surely a typo. */
+const MAX_STICKY_MS = 366 * 24 * 3_600_000;
+
+/** "30s", "15m", "24h", "1h30m": whole numbers of hours, minutes and seconds, as Go writes durations. */
+function parseDuration(ipam: Json, key: string): number | undefined {
+  const text = optString(ipam, key, 'ipam.');
+  if (text === undefined) return undefined;
+  const bad = () => invalidConfig(`field "ipam.${key}" must be a duration such as "30s", "15m", "24h" or "1h30m" (up to 8784h), got ${JSON.stringify(text)}`);
+  if (!/^(\d+[hms])+$/.test(text)) throw bad();
+  let ms = 0;
+  for (const [, n, unit] of text.matchAll(/(\d+)([hms])/g)) ms += Number(n) * UNIT_MS[unit];
+  if (ms <= 0 || ms > MAX_STICKY_MS) throw bad();
+  return ms;
 }
 
 function parseDataDir(ipam: Json): string {
   const dir = optString(ipam, 'dataDir', 'ipam.') || DEFAULT_DATA_DIR;
   if (!isAbsolute(dir)) throw invalidConfig(`field "ipam.dataDir" must be an absolute path, got ${JSON.stringify(dir)}`);
   if (dir.includes('\0')) throw invalidConfig('field "ipam.dataDir" contains a NUL byte');
+  const long = dir.split('/').find((part) => Buffer.byteLength(part) > NAME_MAX);
+  if (long) throw invalidConfig(`field "ipam.dataDir" has a component longer than ${NAME_MAX} bytes (${long.slice(0, 20)}...)`);
   return resolve(dir);
 }
 

@@ -2,7 +2,7 @@
 import { CniError, ErrorCode } from '../cni/errors';
 import { parseResult, Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
-import { AttachmentSet, validAttachments } from '../cni/gc';
+import { gcScope, type GcScope } from '../cni/gc';
 import { IP } from '../net/ip';
 import { loadIpamConfig, loadStoreLocation } from './config';
 import { parseResolvConf } from './dns';
@@ -10,21 +10,29 @@ import type { Reservation } from './disk-store';
 import { Owner, ownerToString } from './owner';
 import { toIPConfig } from './allocator';
 import { NetworkPool } from './network-pool';
+import type { Pod } from './parking-lot';
 
 /** A torn file younger than this may be a Go host-local still writing it (it creates, then writes). */
-const TORN_GRACE_MS = 60_000;
+export const TORN_GRACE_MS = 60_000;
 
 const ownerOf = (req: Request): Owner => ({ containerId: req.inv.containerId, ifname: req.inv.ifname });
+
+/** The pod of the attachment, from CNI_ARGS (runtimes pass these with IgnoreUnknown=1): it owns parked addresses. */
+function podOf(req: Request): Pod | undefined {
+  const namespace = req.inv.args.get('K8S_POD_NAMESPACE');
+  const name = req.inv.args.get('K8S_POD_NAME');
+  return namespace && name ? { namespace, name } : undefined;
+}
 
 async function add(req: Request): Promise<Result> {
   const cfg = loadIpamConfig(req.conf, req.inv.args);
   const dns = cfg.resolvConf ? parseResolvConf(cfg.resolvConf) : undefined;
-  const allocations = await new NetworkPool(cfg).allocate(ownerOf(req), cfg.rangeSets, cfg.requested);
+  const allocations = await new NetworkPool(cfg).allocate(ownerOf(req), cfg.rangeSets, cfg.requested, podOf(req));
   return { ips: allocations.map(toIPConfig), routes: cfg.routes, ...(dns ? { dns } : {}) };
 }
 
 async function del(req: Request): Promise<void> {
-  await new NetworkPool(loadStoreLocation(req.conf)).release(ownerOf(req));
+  await new NetworkPool(loadStoreLocation(req.conf)).release(ownerOf(req), podOf(req));
 }
 
 async function check(req: Request): Promise<void> {
@@ -47,16 +55,20 @@ async function check(req: Request): Promise<void> {
   }
 }
 
-/** A reservation GC releases: its attachment is not valid, or its file is torn and old. */
-function isGarbage(r: Reservation, valid: AttachmentSet, now: number): boolean {
-  if (!r.owner) return now - r.mtimeMs >= TORN_GRACE_MS;
-  return r.owner.ifname === undefined ? !valid.hasContainer(r.owner.containerId) : !valid.has(r.owner.containerId, r.owner.ifname);
+/** A reservation GC releases: the scope releases its attachment, or its file is torn and old. */
+function isGarbage(r: Reservation, scope: GcScope, now: number): boolean {
+  if (!r.owner) return now - (r.tornSinceMs ?? 0) >= TORN_GRACE_MS;
+  return r.owner.ifname === undefined ? scope.releasesContainer(r.owner.containerId) : scope.releases(r.owner.containerId, r.owner.ifname);
 }
 
 async function gc(req: Request): Promise<void> {
-  const valid = validAttachments(req.conf);
+  const scope = gcScope(req.conf);
   const now = Date.now();
-  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect((r) => isGarbage(r, valid, now));
+  const released = await new NetworkPool(loadStoreLocation(req.conf)).collect(
+    (r) => isGarbage(r, scope, now),
+    // a parking goes only when its attachment was named stale (host-local repair, whose DEL may have parked it)
+    (p) => p.attachment.ifname !== undefined && scope.releasesKept(p.attachment.containerId, p.attachment.ifname),
+  );
   for (const r of released) {
     process.stderr.write(`host-local: GC released ${r.ip} (${r.owner ? ownerToString(r.owner) : 'torn file'})\n`);
   }
@@ -73,4 +85,12 @@ async function status(req: Request): Promise<void> {
   if (full.length > 0) throw unavailable(`no free addresses in range set ${full.map(String).join('; ')}`);
 }
 
-export const hostLocal: PluginHandlers = { name: 'host-local', knownArgs: ['IP'], add, del, check, gc, status };
+export const hostLocal: PluginHandlers = {
+  name: 'host-local',
+  knownArgs: ['IP', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_INFRA_CONTAINER_ID', 'K8S_POD_UID'],
+  add,
+  del,
+  check,
+  gc,
+  status,
+};

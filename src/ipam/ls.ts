@@ -4,11 +4,13 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { parseNetConf, Json } from '../cni/config';
 import { parseCniArgs } from '../cni/args';
-import { loadIpamConfig } from './config';
+import { META_DIR, loadIpamConfig } from './config';
 import { RangeSet } from './range';
-import { META_DIR, NetworkPool } from './network-pool';
+import { NetworkPool } from './network-pool';
+import { podToString } from './parking-lot';
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../util/lock';
 import { formatTable } from '../util/table';
+import { describeFailure } from './io-failure';
 
 export interface Listed {
   network: string;
@@ -17,10 +19,13 @@ export interface Listed {
   ifname: string | null;
   rangeSet: number | null;
   torn: boolean;
+  /** Parked (stickyTTL) for this pod, "namespace/name", until parkedUntil (ISO 8601). */
+  parkedFor: string | null;
+  parkedUntil: string | null;
 }
 
 /** The host-local range sets of `network` from a config in `confDir`, if one is there. */
-export function rangeSetsFromConfDir(confDir: string, network: string): RangeSet[] | undefined {
+function rangeSetsFromConfDir(confDir: string, network: string): RangeSet[] | undefined {
   let files: string[];
   try {
     files = fs.readdirSync(confDir).filter((f) => /\.(conf|conflist|json)$/.test(f)).sort();
@@ -53,15 +58,17 @@ export async function listReservations(dataDir: string, confDir: string, only?: 
       .filter((d) => d.isDirectory() && d.name !== META_DIR && !d.name.startsWith('.'))
       .map((d) => d.name)
       .sort();
-  } catch {
-    networks = [];
+  } catch (err) {
+    // A typo must not look like "no reservations".
+    throw new Error(`cannot list --data-dir ${dataDir}: ${describeFailure(err)}`);
   }
   if (only) networks = networks.filter((n) => n === only);
   const out: Listed[] = [];
   for (const network of networks) {
     const sets = rangeSetsFromConfDir(confDir, network);
+    // Listing reads without the lock: no timeout or parking time applies.
     const pool = new NetworkPool({ dataDir, network, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS });
-    const rows = (await pool.reservations()).sort((a, b) => a.ip.compare(b.ip));
+    const rows = pool.reservations().sort((a, b) => a.ip.compare(b.ip));
     for (const r of rows) {
       out.push({
         network,
@@ -70,6 +77,8 @@ export async function listReservations(dataDir: string, confDir: string, only?: 
         ifname: r.owner?.ifname ?? null,
         rangeSet: sets?.find((s) => s.contains(r.ip))?.index ?? null,
         torn: !r.owner,
+        parkedFor: r.parking ? podToString(r.parking.pod) : null,
+        parkedUntil: r.parking ? new Date(r.parking.expiresAt).toISOString() : null,
       });
     }
   }
@@ -86,7 +95,7 @@ export function formatListing(rows: Listed[]): string {
       r.containerID ?? '-',
       r.ifname ?? (r.torn ? '-' : '(legacy)'),
       r.rangeSet === null ? '?' : String(r.rangeSet),
-      r.torn ? 'TORN (reclaimed by GC)' : 'reserved',
+      r.torn ? 'TORN (reclaimed by GC)' : r.parkedFor ? `parked for ${r.parkedFor} until ${r.parkedUntil}` : 'reserved',
     ]),
   );
 }

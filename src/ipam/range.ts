@@ -11,7 +11,7 @@ export interface Range {
   gateway: IP;
 }
 
-export const rangeContains = (r: Range, ip: IP) =>
+const rangeContains = (r: Range, ip: IP) =>
   ip.family === r.start.family && ip.compare(r.start) >= 0 && ip.compare(r.end) <= 0;
 
 export const rangesOverlap = (a: Range, b: Range) =>

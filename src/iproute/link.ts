@@ -19,6 +19,8 @@ export interface IpLink {
   /** The peer's ifindex for a veth (in the peer's namespace when link_netnsid is set). */
   link_index?: number;
   link_netnsid?: number;
+  /** The alias, when one is set. */
+  ifalias?: string;
   /** `link` names the peer when it is in the same namespace. */
   link?: string;
   promiscuity?: number;
@@ -87,6 +89,8 @@ export function vethAdd(o: VethAddOptions): Line {
 
 export interface LinkSetOptions {
   up?: boolean;
+  /** The link's alias (IFLA_IFALIAS): the kernel ignores one given at creation, so it is set here. */
+  alias?: string;
   down?: boolean;
   master?: string;
   nomaster?: boolean;
@@ -103,6 +107,7 @@ export function linkSet(name: string, o: LinkSetOptions): Line {
     ...(o.master ? ['master', o.master] : []),
     ...(o.nomaster ? ['nomaster'] : []),
     ...(o.promisc !== undefined ? ['promisc', o.promisc ? 'on' : 'off'] : []),
+    ...(o.alias !== undefined ? ['alias', o.alias] : []),
     ...(o.up ? ['up'] : []),
     ...(o.down ? ['down'] : []),
   ];
@@ -127,6 +132,11 @@ export function bridgePortSet(name: string, o: BridgePortOptions): Line {
 
 export function linkDel(name: string): Line {
   return ['link', 'del', 'dev', name];
+}
+
+/** Reads the veths enslaved to a bridge (use with json). */
+export function showVethPorts(bridge: string): Line {
+  return ['link', 'show', 'master', bridge, 'type', 'veth'];
 }
 
 /** Reads one link with its addresses (use with json + details). */

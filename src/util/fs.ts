@@ -18,15 +18,25 @@ export function removeFile(path: string): void {
   }
 }
 
-/** Creates a directory (and missing parents) with `mode`; an existing one is left as it is. */
+/**
+ * Creates a directory (and missing parents) with `mode`; an existing one is
+ * left as it is. Parents are made one by one: Node's recursive mkdir reports
+ * ENOENT for any failure, hiding the real cause (EROFS, EACCES, ENOSPC).
+ */
 export function ensureDir(path: string, mode = 0o700): void {
   if (fs.existsSync(path)) return;
   try {
     fs.mkdirSync(path, { mode });
   } catch (err) {
     if (isCode(err, 'EEXIST')) return;
-    if (!isCode(err, 'ENOENT')) throw err;
-    fs.mkdirSync(path, { recursive: true, mode });
+    const parent = dirname(path);
+    if (!isCode(err, 'ENOENT') || parent === path) throw err;
+    ensureDir(parent, mode);
+    try {
+      fs.mkdirSync(path, { mode });
+    } catch (again) {
+      if (!isCode(again, 'EEXIST')) throw again;
+    }
   }
 }
 

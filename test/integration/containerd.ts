@@ -29,6 +29,16 @@ export interface ContainerdOptions {
   /** The test network's bridge (at most 15 bytes) and IPv4 subnet. */
   bridge: string;
   subnet: string;
+  /** The bridge masquerades the pods' traffic (default false). */
+  ipMasq?: boolean;
+  /** host-local's stickyTTL on the test network: a removed pod's addresses are parked for it. */
+  stickyTTL?: string;
+  /**
+   * A second network, the pods' eth1: vxlan-flannel's CNI plugin (over bridge
+   * + host-local, with ipMasq) from a fixed subnet.env, no daemon (the plugin
+   * needs only the file). containerd then loads two configs (max_conf_num 2).
+   */
+  overlay?: { bridge: string; subnet: string };
 }
 
 export interface Pod {
@@ -60,6 +70,10 @@ export class PrivateContainerd {
   /** host-local's dataDir in the test network. */
   readonly ipamDir: string;
   readonly network: string;
+  /** The overlay network's name (options.overlay), its flannel dataDir and subnet.env. */
+  readonly overlayNetwork: string;
+  readonly flannelDir: string;
+  readonly subnetFile: string;
   readonly nodeNetns: string;
   readonly nodeNetnsPath: string;
   readonly cri: CriClient;
@@ -74,6 +88,9 @@ export class PrivateContainerd {
     this.confDir = join(this.dir, 'cni-conf');
     this.ipamDir = join(this.dir, 'ipam');
     this.network = `cni-ts-${options.name}`;
+    this.overlayNetwork = `${this.network}-overlay`;
+    this.flannelDir = join(this.dir, 'flannel');
+    this.subnetFile = join(this.dir, 'subnet.env');
     this.nodeNetns = `cni-ts-${options.name}-node`;
     this.nodeNetnsPath = `/run/netns/${this.nodeNetns}`;
     this.cri = new CriClient(this.endpoint, { timeoutMs: 30_000 });
@@ -156,7 +173,12 @@ export class PrivateContainerd {
   private prepare(): void {
     for (const d of [this.dir, this.binDir, this.nodeBinDir, this.confDir, this.ipamDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
     // containerd's CRI adds a loopback network of its own to every pod.
-    const plugins = { bridge: join(OUR_BIN, 'bridge'), 'host-local': join(OUR_BIN, 'host-local'), loopback: join(GO_BIN, 'loopback') };
+    const plugins = {
+      bridge: join(OUR_BIN, 'bridge'),
+      'host-local': join(OUR_BIN, 'host-local'),
+      'vxlan-flannel': join(OUR_BIN, 'vxlan-flannel'),
+      loopback: join(GO_BIN, 'loopback'),
+    };
     for (const [name, file] of Object.entries(plugins)) {
       symlinkSync(file, join(this.binDir, name));
       const wrapper = join(this.nodeBinDir, name);
@@ -172,12 +194,39 @@ export class PrivateContainerd {
           type: 'bridge',
           bridge: this.options.bridge,
           isGateway: true,
-          ipMasq: false,
-          ipam: { type: 'host-local', dataDir: this.ipamDir, ranges: [[{ subnet: this.options.subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+          ipMasq: this.options.ipMasq ?? false,
+          ipam: {
+            type: 'host-local',
+            dataDir: this.ipamDir,
+            ranges: [[{ subnet: this.options.subnet }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+            ...(this.options.stickyTTL ? { stickyTTL: this.options.stickyTTL } : {}),
+          },
         },
       ],
     };
     writeFileSync(join(this.confDir, `10-${this.network}.conflist`), JSON.stringify(conflist, null, 2));
+    const overlay = this.options.overlay;
+    if (overlay) {
+      const flannel = {
+        cniVersion: '1.0.0',
+        name: this.overlayNetwork,
+        plugins: [
+          {
+            type: 'vxlan-flannel',
+            subnetFile: this.subnetFile,
+            dataDir: this.flannelDir,
+            delegate: { bridge: overlay.bridge },
+            ipam: { dataDir: this.ipamDir },
+          },
+        ],
+      };
+      writeFileSync(join(this.confDir, `20-${this.overlayNetwork}.conflist`), JSON.stringify(flannel, null, 2));
+      // the node's lease: the overlay's first host address on this node, flannel's format
+      const [base, len] = overlay.subnet.split('/');
+      const first = base.replace(/\.0$/, '.1');
+      writeFileSync(this.subnetFile, `FLANNEL_NETWORK=${overlay.subnet}\nFLANNEL_SUBNET=${first}/${len}\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n`);
+    }
     writeFileSync(join(this.dir, 'config.toml'), this.config());
     sh(['ip', 'netns', 'add', this.nodeNetns]);
     sh(['ip', '-n', this.nodeNetns, 'link', 'set', 'lo', 'up']);
@@ -208,6 +257,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = ${q(this.binDir)}
   conf_dir = ${q(this.confDir)}
+  max_conf_num = ${this.options.overlay ? 2 : 1}
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
@@ -301,7 +351,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
     return [...ours];
   }
 
-  /** libcni's results cache entries of our pods: our network's, and containerd's loopback network's. */
+  /** libcni's results cache entries of our pods: our networks', and containerd's loopback network's. */
   private removeCacheFiles(): void {
     let sandboxes: string[] = [];
     let names: string[] = [];
@@ -319,7 +369,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
       const file = join(LIBCNI_RESULTS, name);
       try {
         const info = JSON.parse(readFileSync(file, 'utf8')) as { networkName?: string; containerId?: string };
-        if (info.networkName === this.network || sandboxes.includes(info.containerId ?? '')) rmSync(file, { force: true });
+        const ours = info.networkName === this.network || info.networkName === this.overlayNetwork;
+        if (ours || sandboxes.includes(info.containerId ?? '')) rmSync(file, { force: true });
       } catch {
         // not a cache file
       }

@@ -1,6 +1,6 @@
 // host-local as a runtime runs it: the built bundle, env + config on stdin.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { GO_BIN, OUR_BIN, PluginEnv, runPlugin, sh, tempDir } from './helpers';
@@ -35,7 +35,11 @@ const env = (command: string, id = 'ctr1', ifname = 'eth0', more: Partial<Plugin
   ...more,
 });
 const netDir = () => join(dataDir, 'hlnet');
+/** A file of our own state that every call reads holding the lock. */
+const OUR_STAMP = () => join(dataDir, '.cni-ts', 'hlnet', 'stamp');
 const files = () => (fs.existsSync(netDir()) ? fs.readdirSync(netDir()).sort() : []);
+/** The reservation files alone (not lock, not last_reserved_ip.*). */
+const reserved = () => files().filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip.'));
 const addresses = (json: any) => (json.ips ?? []).map((i: any) => i.address);
 
 /**
@@ -52,6 +56,52 @@ function snapshot(root: string): Record<string, string> {
     out[name] = st.isDirectory() ? '<dir>' : st.isFIFO() ? '<fifo>' : fs.readFileSync(p, 'utf8');
   }
   return out;
+}
+
+/** Another process holding the flock on `file`: flock(1) becomes `cat` (no fork), which echoes once it runs. */
+async function holdLock(file: string) {
+  const child = spawn('flock', ['--exclusive', '--no-fork', file, 'cat'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdin.write('held\n');
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once('data', () => resolve());
+    child.once('error', reject);
+  });
+  const closed = new Promise((r) => child.once('close', r));
+  return { release: async () => void (child.kill('SIGKILL'), await closed) };
+}
+
+/**
+ * Starts `plugin` ADD and returns once it blocks inside the network's lock,
+ * reading a FIFO put where it reads while holding the lock: last_reserved_ip.0
+ * (both plugins read it), or for ours alone a file of our own state, which the
+ * Go plugin never reads. A FIFO can be opened for writing without blocking
+ * only once a reader has it open. `kill` SIGKILLs the call and restores the file.
+ */
+async function blockInsideLock(plugin: string, e: PluginEnv, c: object, fifo = join(netDir(), 'last_reserved_ip.0')) {
+  const saved = fs.existsSync(fifo) ? fs.readFileSync(fifo, 'utf8') : undefined;
+  fs.rmSync(fifo, { force: true });
+  sh(['mkfifo', fifo]);
+  const child = spawn(plugin, [], { env: { ...e, PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
+  const closed = new Promise((r) => child.on('close', r));
+  child.stdin.end(JSON.stringify(c));
+  let writer: number | undefined;
+  for (let i = 0; i < 200 && writer === undefined; i++) {
+    try {
+      writer = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+    } catch {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  if (writer === undefined) throw new Error(`${plugin} never reached ${fifo}`);
+  return {
+    kill: async () => {
+      child.kill('SIGKILL');
+      await closed;
+      fs.closeSync(writer!);
+      fs.unlinkSync(fifo);
+      if (saved !== undefined) fs.writeFileSync(fifo, saved);
+    },
+  };
 }
 
 describe('spec matrix', () => {
@@ -74,7 +124,7 @@ describe('spec matrix', () => {
     const del = await runPlugin(OURS, env('DEL'), c);
     expect(del.code, del.stdout).toBe(0);
     expect(del.stdout).toBe('');
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toEqual([]);
+    expect(reserved()).toEqual([]);
     for (const cmd of ['GC', 'STATUS']) {
       const r = await runPlugin(OURS, { CNI_COMMAND: cmd }, { ...c, 'cni.dev/valid-attachments': [] });
       expect(r.code === 0, `${cmd} ${r.stdout}`).toBe(v === '1.1.0');
@@ -105,16 +155,16 @@ describe('ADD', () => {
     const again = await runPlugin(OURS, env('ADD'), conf());
     expect(again.code).toBe(0);
     expect(addresses(again.json)).toEqual(addresses(first.json));
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.'))).toHaveLength(2);
+    expect(reserved()).toHaveLength(2);
   });
 
-  it('works for container IDs too long to name an index file (hashed)', async () => {
-    const id = 'x'.repeat(250);
+  it('works for container IDs longer than a file name may be', async () => {
+    const id = 'x'.repeat(300);
     expect(addresses((await runPlugin(OURS, env('ADD', id), conf())).json)).toEqual(['10.70.0.2/24', 'fd70::2/64']);
-    expect(fs.readdirSync(join(dataDir, '.cni-ts', 'hlnet', 'attachments'))[0]).toMatch(/^#[0-9a-f]{64}$/);
+    expect(fs.readFileSync(join(netDir(), '10.70.0.2'), 'utf8')).toBe(`${id}\r\neth0`);
     expect((await runPlugin(OURS, env('CHECK', id), conf())).code).toBe(0);
     expect((await runPlugin(OURS, env('DEL', id), conf())).code).toBe(0);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('writes the Go format byte for byte, and routes and dns as configured', async () => {
@@ -174,17 +224,17 @@ describe('DEL', () => {
     const noRanges = { cniVersion: '1.0.0', name: 'hlnet', ipam: { type: 'host-local', dataDir } };
     const r = await runPlugin(OURS, env('DEL', 'ctr1', 'eth0', { CNI_NETNS: undefined }), noRanges);
     expect(r.code, r.stdout).toBe(0);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
-  it('a damaged index entry is rebuilt from the reservation files, and DEL still releases', async () => {
+  it('a damaged index is rebuilt from the reservation files, and DEL still releases', async () => {
     await runPlugin(OURS, env('ADD', 'dmg'), conf());
-    const entries = join(dataDir, '.cni-ts', 'hlnet', 'attachments');
-    fs.writeFileSync(join(entries, fs.readdirSync(entries)[0]), '{"torn'); // the stamp still says "fresh"
+    const buckets = join(dataDir, '.cni-ts', 'hlnet', 'index');
+    for (const b of fs.readdirSync(buckets)) fs.writeFileSync(join(buckets, b), '10.70.0.2 torn'); // the stamp still says "fresh"
     const r = await runPlugin(OURS, env('DEL', 'dmg'), conf());
     expect(r.code, r.stdout).toBe(0);
     expect(r.stderr).toMatch(/rebuilding the index/);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('releases legacy files that hold only the container ID', async () => {
@@ -273,11 +323,59 @@ describe('interop with the Go host-local on one dataDir', () => {
     // Go reads ours: CHECK (it looks for any file of the container) and DEL
     expect((await runPlugin(GO, env('CHECK', 'ts-ctr'), conf({}, { cniVersion: '1.0.0' }))).code).toBe(0);
     expect((await runPlugin(GO, env('DEL', 'ts-ctr'), conf({}, { cniVersion: '1.0.0' }))).code).toBe(0);
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.') && f !== 'lock')).toEqual([]);
+    expect(reserved()).toEqual([]);
     // and we notice Go's changes: an ADD by Go after ours is found by our DEL
     await runPlugin(GO, env('ADD', 'go-2'), conf({}, { cniVersion: '1.0.0' }));
     expect((await runPlugin(OURS, env('DEL', 'go-2'), conf())).code).toBe(0);
-    expect(files().filter((f) => !f.startsWith('last_reserved_ip.') && f !== 'lock')).toEqual([]);
+    expect(reserved()).toEqual([]);
+  });
+});
+
+describe('stickyTTL (the Go plugin on the same directory)', () => {
+  const sticky = () => conf({ stickyTTL: '1h', ranges: [[{ subnet: '10.76.0.0/29' }]] }); // .2 to .6 (.1 is the gateway)
+  const podArgs = (name: string) => `IgnoreUnknown=1;K8S_POD_NAMESPACE=prod;K8S_POD_NAME=${name};K8S_POD_UID=u-${name}`;
+
+  it('a parked address is a reservation the Go plugin reads as taken; the recreated pod gets it back; ls shows it', async () => {
+    const first = await runPlugin(OURS, env('ADD', 'ctr-1', 'eth0', { CNI_ARGS: podArgs('db-0') }), sticky());
+    expect(addresses(first.json)).toEqual(['10.76.0.2/29']);
+    expect((await runPlugin(OURS, env('DEL', 'ctr-1', 'eth0', { CNI_ARGS: podArgs('db-0') }), sticky())).code).toBe(0);
+    expect(fs.readFileSync(join(netDir(), '10.76.0.2'), 'utf8')).toBe('ctr-1\r\neth0');
+
+    const ls = JSON.parse(sh([OURS, 'ls', '--data-dir', dataDir, '--json']));
+    expect(ls).toEqual([expect.objectContaining({ ip: '10.76.0.2', containerID: 'ctr-1', parkedFor: 'prod/db-0', parkedUntil: expect.stringMatching(/^\d{4}-.*Z$/) })]);
+    expect(sh([OURS, 'ls', '--data-dir', dataDir])).toMatch(/10\.76\.0\.2\s+ctr-1\s+eth0\s+\?\s+parked for prod\/db-0 until \d{4}-/);
+
+    // The Go plugin fills the rest of the range and never hands out the parked address.
+    const goConf = { ...sticky(), cniVersion: '1.0.0' };
+    const goGot: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await runPlugin(GO, env('ADD', `go-${i}`), goConf);
+      expect(r.code, r.stdout).toBe(0);
+      goGot.push(addresses(r.json)[0]);
+    }
+    expect(goGot.sort()).toEqual(['10.76.0.3/29', '10.76.0.4/29', '10.76.0.5/29', '10.76.0.6/29']);
+    const goFull = await runPlugin(GO, env('ADD', 'go-4'), goConf);
+    expect(goFull.code).not.toBe(0);
+    expect(goFull.stdout).toMatch(/no IP addresses available/);
+
+    // The pod is recreated (a new sandbox, a new container ID): its address comes back.
+    const again = await runPlugin(OURS, env('ADD', 'ctr-2', 'eth0', { CNI_ARGS: podArgs('db-0') }), sticky());
+    expect(addresses(again.json)).toEqual(['10.76.0.2/29']);
+    expect(fs.readFileSync(join(netDir(), '10.76.0.2'), 'utf8')).toBe('ctr-2\r\neth0');
+    // and the Go plugin can DEL it like any of its own
+    expect((await runPlugin(GO, env('DEL', 'ctr-2'), goConf)).code).toBe(0);
+    expect(reserved()).not.toContain('10.76.0.2');
+  });
+
+  it('a full network hands another pod the address parked longest; a requested parked address names its pod', async () => {
+    for (const name of ['a', 'b', 'c', 'd', 'e']) {
+      expect((await runPlugin(OURS, env('ADD', `ctr-${name}`, 'eth0', { CNI_ARGS: podArgs(name) }), sticky())).code).toBe(0);
+    }
+    await runPlugin(OURS, env('DEL', 'ctr-c', 'eth0', { CNI_ARGS: podArgs('c') }), sticky());
+    const asked = await runPlugin(OURS, env('ADD', 'ctr-x', 'eth0', { CNI_ARGS: `${podArgs('x')};IP=10.76.0.4` }), sticky());
+    expect(asked.json).toMatchObject({ code: 11, msg: expect.stringMatching(/^requested IP 10\.76\.0\.4 is parked for pod prod\/c until \d{4}-/) });
+    const full = await runPlugin(OURS, env('ADD', 'ctr-f', 'eth0', { CNI_ARGS: podArgs('f') }), sticky());
+    expect(addresses(full.json)).toEqual(['10.76.0.4/29']);
   });
 });
 
@@ -290,45 +388,57 @@ describe('concurrency and crashes', () => {
     expect(new Set(ips).size).toBe(32);
     const dels = await Promise.all(Array.from({ length: 32 }, (_, i) => runPlugin(OURS, env('DEL', `par${i}`), c)));
     for (const d of dels) expect(d.code, d.stdout).toBe(0);
-    expect(files().filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip.'))).toEqual([]);
+    expect(reserved()).toEqual([]);
   });
 
   it('waits a bounded time for a held lock, then answers code 11 and changes nothing', async () => {
     await runPlugin(OURS, env('ADD', 'first'), conf());
-    const lock = join(dataDir, '.cni-ts', 'hlnet', 'lock');
-    fs.mkdirSync(lock); // held by "someone": proper-lockfile's lock is this directory
-    const before = snapshot(dataDir);
-    const started = Date.now();
-    const r = await runPlugin(OURS, env('ADD', 'second'), conf({ lockTimeoutMs: 700 }));
-    expect(r.json.code).toBe(11);
-    expect(r.json.msg).toMatch(/timed out after 700 ms waiting for the lock/);
-    expect(Date.now() - started).toBeLessThan(5000);
-    expect(snapshot(dataDir)).toEqual(before);
-    fs.rmdirSync(lock);
+    const holder = await holdLock(join(netDir(), 'lock'));
+    try {
+      const before = snapshot(dataDir);
+      const started = Date.now();
+      const r = await runPlugin(OURS, env('ADD', 'second'), conf({ lockTimeoutMs: 700 }));
+      expect(r.json.code).toBe(11);
+      expect(r.json.msg).toMatch(/timed out after 700 ms waiting for the lock .*hlnet\/lock/);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(snapshot(dataDir)).toEqual(before);
+    } finally {
+      await holder.release();
+    }
   });
 
-  it('a process killed holding the lock leaves neither a stuck lock nor a torn file', async () => {
+  it('a call SIGKILLed holding the lock costs the next call nothing, and leaves no torn file', async () => {
     await runPlugin(OURS, env('ADD', 'first'), conf());
-    // A FIFO as last_reserved_ip.0 makes the next ADD block inside the lock.
-    const fifo = join(netDir(), 'last_reserved_ip.0');
-    fs.unlinkSync(fifo);
-    sh(['mkfifo', fifo]);
-    const child = spawn(OURS, [], { env: { ...env('ADD', 'victim'), PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
-    const closed = new Promise((r) => child.on('close', r));
-    child.stdin.end(JSON.stringify(conf()));
-    const lock = join(dataDir, '.cni-ts', 'hlnet', 'lock');
-    for (let i = 0; i < 100 && !fs.existsSync(lock); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(fs.existsSync(lock)).toBe(true);
-    child.kill('SIGKILL');
-    await closed;
-    fs.unlinkSync(fifo);
-    expect(fs.existsSync(lock)).toBe(true); // left behind by the killed call
-    const r = await runPlugin(OURS, env('ADD', 'after'), conf()); // default wait (10 s) > stale time (5 s)
+    const victim = await blockInsideLock(OURS, env('ADD', 'victim'), conf());
+    await victim.kill();
+    const started = Date.now();
+    const r = await runPlugin(OURS, env('ADD', 'after'), conf());
     expect(r.code, r.stdout).toBe(0);
+    expect(Date.now() - started).toBeLessThan(1000); // the kernel freed the lock when the holder died
     for (const f of files().filter((n) => /^[0-9a-f.:]+$/.test(n) && !n.startsWith('last'))) {
       expect(fs.readFileSync(join(netDir(), f), 'utf8')).toMatch(/^[a-z]+\r\neth0$/);
     }
-  }, 30_000);
+  });
+
+  it('the Go plugin and ours exclude each other on one directory (flock on <network>/lock)', async () => {
+    const goConf = conf({}, { cniVersion: '1.0.0' });
+    await runPlugin(OURS, env('ADD', 'first'), conf());
+    // ours holds the lock: Go's ADD waits for it
+    const ours = await blockInsideLock(OURS, env('ADD', 'ours-blocked'), conf(), OUR_STAMP());
+    const goAdd = runPlugin(GO, env('ADD', 'go-waits'), goConf);
+    let goDone = false;
+    void goAdd.then(() => (goDone = true));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(goDone).toBe(false);
+    await ours.kill();
+    expect((await goAdd).code).toBe(0);
+    // Go holds the lock: our ADD waits, and gives up at lockTimeoutMs
+    const go = await blockInsideLock(GO, env('ADD', 'go-blocked'), goConf);
+    const r = await runPlugin(OURS, env('ADD', 'ours-waits'), conf({ lockTimeoutMs: 700 }));
+    expect(r.json?.code, r.stdout).toBe(11);
+    await go.kill();
+    expect((await runPlugin(OURS, env('ADD', 'ours-waits'), conf())).code).toBe(0);
+  });
 
   it('SIGKILL at moments spread over a whole ADD never leaves a torn reservation', async () => {
     const c = conf({ ranges: [[{ subnet: '10.74.0.0/24' }]] });
@@ -375,6 +485,7 @@ describe('bad input: the right code, a message naming the field, nothing written
     ['unsupported version', {}, { ...good(), cniVersion: '2.0.0' }, 1, /2.0.0/],
     ['missing name', {}, { ...good(), name: undefined }, 7, /name/],
     ['bad network name', {}, { ...good(), name: '../../etc' }, 7, /network name/],
+    ['network name longer than a file name', {}, { ...good(), name: 'n'.repeat(256) }, 7, /network name \(field "name"\) is 256 bytes/],
     ['missing ipam', {}, { cniVersion: '1.0.0', name: 'hlnet' }, 7, /ipam/],
     ['relative dataDir', {}, conf({ dataDir: 'rel' }), 7, /ipam.dataDir/],
     ['subnet too small', {}, conf({ ranges: [[{ subnet: '10.75.0.0/31' }]] }), 7, /subnet/],
@@ -393,7 +504,79 @@ describe('bad input: the right code, a message naming the field, nothing written
   });
 });
 
+describe('full and read-only filesystems', () => {
+  /** A small tmpfs as the dataDir's filesystem, for this test only. */
+  function smallFs(size: string) {
+    const mnt = join(tmp.path, 'small');
+    fs.mkdirSync(mnt);
+    sh(['mount', '-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'tmpfs', mnt]);
+    dataDir = join(mnt, 'data');
+    return {
+      /** Writes a file until the filesystem is full. */
+      fill: () => {
+        const fd = fs.openSync(join(mnt, 'filler'), 'w');
+        try {
+          for (;;) fs.writeSync(fd, Buffer.alloc(4096));
+        } catch (err) {
+          expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+        } finally {
+          fs.closeSync(fd);
+        }
+      },
+      unfill: () => fs.unlinkSync(join(mnt, 'filler')),
+      readOnly: () => sh(['mount', '-o', 'remount,ro', mnt]),
+      unmount: () => sh(['umount', mnt]),
+    };
+  }
+
+  it('full: DEL still releases and exits 0; an ADD that fails leaves no reservation; both name the cause', async () => {
+    const small = smallFs('512k');
+    try {
+      for (const id of ['a', 'b']) expect((await runPlugin(OURS, env('ADD', id), conf())).code).toBe(0);
+      small.fill();
+      // A second network on the full filesystem (an ADD on the first may just fit: it frees its stamp).
+      const add = await runPlugin(OURS, env('ADD', 'c'), { ...conf(), name: 'other' });
+      expect(add.json?.code, add.stdout).toBe(5);
+      expect(add.json.msg).toBe(`cannot write ${dataDir}/.cni-ts/other/reservation.tmp: ENOSPC (no space left on device)`);
+      expect(fs.readdirSync(join(dataDir, 'other'))).toEqual(['lock']); // no reservation, no last_reserved_ip
+      expect(fs.readdirSync(join(dataDir, '.cni-ts', 'other'))).toEqual([]);
+      const del = await runPlugin(OURS, env('DEL', 'a'), conf());
+      expect(del.code, del.stdout + del.stderr).toBe(0);
+      expect(reserved()).toEqual(['10.70.0.3', 'fd70::3']);
+      // with room again, everything carries on: the index was rebuilt where it could not be saved
+      small.unfill();
+      expect(addresses((await runPlugin(OURS, env('ADD', 'c'), conf())).json)).toEqual(['10.70.0.4/24', 'fd70::4/64']);
+      expect((await runPlugin(OURS, env('DEL', 'b'), conf())).code).toBe(0);
+      expect((await runPlugin(OURS, env('CHECK', 'b'), conf())).code).not.toBe(0);
+      expect(reserved()).toEqual(['10.70.0.4', 'fd70::4']);
+    } finally {
+      small.unmount();
+    }
+  });
+
+  it('read-only: ADD fails with code 5 naming the path and EROFS (not ENOENT), and a new dataDir is not half made', async () => {
+    const small = smallFs('512k');
+    try {
+      small.readOnly();
+      const add = await runPlugin(OURS, env('ADD'), conf());
+      expect(add.json?.code, add.stdout).toBe(5);
+      expect(add.json.msg).toBe(`cannot create ${netDir()}: EROFS (read-only file system)`);
+    } finally {
+      small.unmount();
+    }
+  });
+});
+
 describe('ls', () => {
+  it('a missing or non-directory --data-dir is an error, not an empty list', () => {
+    for (const [dir, cause] of [[join(tmp.path, 'typo'), 'ENOENT'], ['/etc/hostname', 'ENOTDIR']]) {
+      const r = spawnSync(OURS, ['ls', '--data-dir', dir], { encoding: 'utf8' });
+      expect(r.status).not.toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`host-local: cannot list --data-dir ${dir}: ${cause} (${cause === 'ENOENT' ? 'no such file or directory' : 'not a directory'})\n`);
+    }
+  });
+
   it('lists reservations with their range set from the config directory and flags torn files', async () => {
     const confDir = join(tmp.path, 'net.d');
     fs.mkdirSync(confDir);
@@ -402,9 +585,9 @@ describe('ls', () => {
     fs.writeFileSync(join(netDir(), '10.70.0.99'), '');
     const rows = JSON.parse(sh([OURS, 'ls', 'hlnet', '--data-dir', dataDir, '--conf-dir', confDir, '--json']));
     expect(rows).toEqual([
-      { network: 'hlnet', ip: '10.70.0.2', containerID: 'lister', ifname: 'eth0', rangeSet: 0, torn: false },
-      { network: 'hlnet', ip: '10.70.0.99', containerID: null, ifname: null, rangeSet: 0, torn: true },
-      { network: 'hlnet', ip: 'fd70::2', containerID: 'lister', ifname: 'eth0', rangeSet: 1, torn: false },
+      { network: 'hlnet', ip: '10.70.0.2', containerID: 'lister', ifname: 'eth0', rangeSet: 0, torn: false, parkedFor: null, parkedUntil: null },
+      { network: 'hlnet', ip: '10.70.0.99', containerID: null, ifname: null, rangeSet: 0, torn: true, parkedFor: null, parkedUntil: null },
+      { network: 'hlnet', ip: 'fd70::2', containerID: 'lister', ifname: 'eth0', rangeSet: 1, torn: false, parkedFor: null, parkedUntil: null },
     ]);
     expect(sh([OURS, 'ls', '--data-dir', dataDir, '--conf-dir', confDir])).toMatch(/10.70.0.99\s+-\s+-\s+0\s+TORN/);
   });

@@ -1,6 +1,6 @@
 // The Debian package (make deb -> packaging/deb.sh): contents, control file,
 // a dpkg install into a throwaway root (never onto this machine) and the
-// systemd unit through `systemd-analyze verify`.
+// systemd units through `systemd-analyze verify`.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,6 +55,9 @@ describe('the .deb', () => {
     expect(entries.filter((e) => e.includes(' link to ./opt/cni/bin/'))).toHaveLength(3); // stored once
     expect(entries).toContain('./lib/systemd/system/vxlan-flannel.service');
     expect(entries).toContain('./etc/default/vxlan-flannel');
+    expect(entries).toContain('./lib/systemd/system/host-local-repair.service');
+    expect(entries).toContain('./lib/systemd/system/host-local-repair.timer');
+    expect(entries).toContain('./etc/default/host-local-repair');
     for (const f of ['10-bridge.conflist', '10-flannel.conflist', 'flannel-network.json']) {
       expect(entries).toContain(`./usr/share/doc/cni-ts/examples/${f}`);
     }
@@ -65,7 +68,7 @@ describe('the .deb', () => {
     const depends = sh(['dpkg-deb', '-f', deb, 'Depends']).trim();
     for (const d of ['iproute2', 'util-linux', 'procps', 'iptables | nftables']) expect(depends).toContain(d);
     expect(sh(['dpkg-deb', '-f', deb, 'Package', 'Version', 'Architecture'])).toBe(`Package: cni-ts\nVersion: ${version}\nArchitecture: amd64\n`);
-    expect(sh(['dpkg-deb', '-I', deb, 'conffiles']).trim()).toBe('/etc/default/vxlan-flannel');
+    expect(sh(['dpkg-deb', '-I', deb, 'conffiles']).trim()).toBe('/etc/default/vxlan-flannel\n/etc/default/host-local-repair');
   });
 
   it('installs into a throwaway root, runs from there, and purges cleanly', () => {
@@ -86,8 +89,18 @@ describe('the .deb', () => {
     for (const p of PLUGINS) expect(existsSync(join(bin, p)), p).toBe(false);
     expect(existsSync(join(root, 'etc/default/vxlan-flannel'))).toBe(false);
     expect(existsSync(join(root, 'lib/systemd/system/vxlan-flannel.service'))).toBe(false);
+    expect(existsSync(join(root, 'etc/default/host-local-repair'))).toBe(false);
+    expect(existsSync(join(root, 'lib/systemd/system/host-local-repair.timer'))).toBe(false);
     expect(existsSync(join(root, 'var/cache/cni-ts'))).toBe(false);
   });
+
+  /** systemd-analyze verify of units extracted to `root`, with the package's /opt mounted over /opt in a private mount namespace (verify checks that ExecStart exists). */
+  function verify(root: string, ...units: string[]): string {
+    expect(existsSync('/opt'), '/opt must exist to mount the package over it').toBe(true);
+    return execFileSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$1/opt" /opt && shift && systemd-analyze verify "$@" 2>&1', 'sh', root, ...units], {
+      encoding: 'utf8',
+    });
+  }
 
   it('has a unit systemd-analyze verify accepts, with its flags from /etc/default and restarts on failure', () => {
     const root = join(tmp.path, 'extract');
@@ -100,11 +113,24 @@ describe('the .deb', () => {
     expect(text).toMatch(/^ExecStart=\/opt\/cni\/bin\/vxlan-flannel daemon \$VXLAN_FLANNEL_OPTS$/m);
     expect(text).toMatch(/^Restart=on-failure$/m);
     expect(readFileSync(join(root, 'etc/default/vxlan-flannel'), 'utf8')).toMatch(/^VXLAN_FLANNEL_OPTS=""$/m);
-    // verify checks that ExecStart exists: the package's /opt is mounted over /opt in a private mount namespace.
-    expect(existsSync('/opt'), '/opt must exist to mount the package over it').toBe(true);
-    const out = execFileSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$1/opt" /opt && systemd-analyze verify "$2" 2>&1', 'sh', root, unit], {
-      encoding: 'utf8',
-    });
-    expect(out).toBe('');
+    expect(verify(root, unit)).toBe('');
+  });
+
+  it('has a repair timer (hourly, not enabled by the package) and its oneshot service, which verify accepts, flags from /etc/default', () => {
+    const root = join(tmp.path, 'extract-repair');
+    sh(['dpkg-deb', '-x', deb, root]);
+    const units = join(root, 'lib/systemd/system');
+    const service = readFileSync(join(units, 'host-local-repair.service'), 'utf8');
+    expect(service).toMatch(/^Type=oneshot$/m);
+    expect(service).toMatch(/^EnvironmentFile=-\/etc\/default\/host-local-repair$/m);
+    expect(service).toMatch(/^ExecStart=\/opt\/cni\/bin\/host-local repair \$HOST_LOCAL_REPAIR_OPTS$/m);
+    expect(service).not.toMatch(/^\[Install\]/m); // started by the timer only
+    const timer = readFileSync(join(units, 'host-local-repair.timer'), 'utf8');
+    expect(timer).toMatch(/^OnUnitActiveSec=1h$/m);
+    expect(timer).toMatch(/^WantedBy=timers\.target$/m);
+    // nothing in the package enables it
+    for (const script of ['postinst', 'prerm', 'postrm']) expect(sh(['dpkg-deb', '-I', deb, script])).not.toMatch(/systemctl (enable|start)/);
+    expect(readFileSync(join(root, 'etc/default/host-local-repair'), 'utf8')).toMatch(/^HOST_LOCAL_REPAIR_OPTS="--runtime-endpoint unix:\/\/\/run\/containerd\/containerd\.sock"$/m);
+    expect(verify(root, join(units, 'host-local-repair.timer'), join(units, 'host-local-repair.service'))).toBe('');
   });
 });

@@ -16,6 +16,7 @@ export interface FakeLink {
   up: boolean;
   promisc: boolean;
   master?: string;
+  alias?: string;
   peer?: { ns: string; name: string };
   addrs: { local: string; prefixlen: number; family: string }[];
   slave: Record<string, unknown>;
@@ -237,7 +238,14 @@ export class FakeKernel {
       if (w.includes('master')) l.master = opt('master');
       if (w.includes('nomaster')) l.master = undefined;
       if (w.includes('address')) l.mac = opt('address')!;
+      if (w.includes('alias')) l.alias = opt('alias');
       return undefined;
+    }
+    if (obj === 'link' && verb === 'show' && w.includes('master')) {
+      const master = opt('master')!;
+      if (!links.has(master)) throw new Error(`Error: argument "${master}" is wrong: Device does not exist`);
+      const kind = opt('type');
+      return JSON.stringify([...links.values()].filter((l) => l.master === master && (!kind || l.kind === kind)).map((l) => this.show(l, netns)));
     }
     if (obj === 'link' && verb === 'del') {
       const l = dev();
@@ -279,6 +287,7 @@ export class FakeKernel {
       flags: [...(l.up ? ['UP'] : []), ...(l.promisc ? ['PROMISC'] : [])],
       mtu: l.mtu,
       ...(l.master ? { master: l.master } : {}),
+      ...(l.alias !== undefined ? { ifalias: l.alias } : {}),
       address: l.mac,
       ...(peer ? { link_index: peer.ifindex, ...(l.peer!.ns !== netns ? { link_netnsid: 0 } : {}) } : {}),
       linkinfo: {

@@ -200,6 +200,9 @@ describe('ADD', () => {
     expect(kernel.calls.filter((c) => c.argv[0] === 'sysctl')).toHaveLength(1);
     const host = kernel.ipLines().filter((l) => l.netns === '').map((l) => l.line);
     expect(host).toContain(`link add name ${veth} mtu 1400 master brunit0 up type veth peer name eth0 mtu 1400 netns ${netns}`);
+    // the alias GC finds the veth by: the attachment's tags, as in its masquerade rules
+    const tags = attachmentTags('unitnet', 'c1', 'eth0');
+    expect(host).toContain(`link set dev ${veth} alias cni-ts:${tags.netTag}:${tags.attTag}`);
     expect(host.some((l) => /^link add name brunit0 mtu 1400 address \S+ type bridge$/.test(l))).toBe(true);
     expect(host).toContain('addr replace 10.77.9.1/24 dev brunit0 broadcast +');
     const cont = kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line);
@@ -844,6 +847,71 @@ describe('GC and STATUS', () => {
     expect(restore[0].input).not.toContain('10.77.9.2');
     expect(restore[0].input).not.toContain('10.77.8.3');
     expect(ipamLog()).toEqual(['GC c1 eth0']);
+  });
+
+  /** ADDs each [containerID, network] on bridge brunit0 (its own netns file each); returns the host veth names. */
+  async function attach(list: [string, string][]): Promise<Record<string, string>> {
+    const veths: Record<string, string> = {};
+    for (const [id, name] of list) {
+      const ns = join(dir, `netns-${id}`);
+      writeFileSync(ns, '');
+      const r = await cni({ command: 'ADD', conf: base({ name }), id, ns });
+      expect(r.code, JSON.stringify(r.json)).toBe(0);
+      veths[id] = hostVethName(id, 'eth0');
+    }
+    return veths;
+  }
+  const hostLinks = () => [...kernel.links('').keys()].sort();
+  const gcConf = (extra: Record<string, unknown>) => base({ cniVersion: '1.1.0', 'cni.dev/valid-attachments': [{ containerID: 'live', ifname: 'eth0' }], ...extra });
+
+  it('GC deletes the host veths of stale attachments on its bridge; never a valid one, another network\'s on the same bridge, or a link that is not ours', async () => {
+    const v = await attach([['live', 'unitnet'], ['dead', 'unitnet'], ['dead-elsewhere', 'othernet'], ['pre-alias', 'unitnet']]);
+    // made before veths carried an alias: a plain GC cannot tell whose it is
+    kernel.links('').get(v['pre-alias'])!.alias = undefined;
+    // not ours: a Go bridge's veth (veth + 8 hex), and a veth named like ours with someone else's alias
+    kernel.links('').set('veth0123abcd', { ...kernel.links('').get(v.live)!, name: 'veth0123abcd', alias: undefined, peer: undefined });
+    kernel.links('').set('vethaaaaaaaaaaa', { ...kernel.links('').get(v.live)!, name: 'vethaaaaaaaaaaa', alias: 'cni-ts:ffffffff:ffffffffffffffffffff', peer: undefined });
+    rmSync(join(dir, 'ipam.log'), { force: true });
+
+    const r = await cni({ command: 'GC', conf: gcConf({}), ns: '' });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
+    expect(hostLinks()).toEqual(['brunit0', 'veth0123abcd', 'vethaaaaaaaaaaa', v.live, v['dead-elsewhere'], v['pre-alias']].sort());
+    expect(kernel.links(join(dir, 'netns-dead')).has('eth0')).toBe(false); // the container end went with it
+    expect(kernel.ipLines().filter((l) => l.line.startsWith('link del'))).toEqual([{ netns: '', line: `link del dev ${v.dead}` }]);
+    // the links first, then the addresses
+    expect(ipamLog()).toEqual(['GC c1 eth0']);
+  });
+
+  it('GC with cni-ts.dev/stale-attachments releases only those (veths, masquerade rules); a veth from before aliases goes by its name', async () => {
+    const fw = fakeFirewall(kernel);
+    const conf = (extra: Record<string, unknown>) => base({ ipMasq: true, ipMasqBackend: 'iptables', ...extra });
+    const v: Record<string, string> = {};
+    for (const id of ['live', 'dead', 'pre-alias', 'unnamed']) {
+      const ns = join(dir, `netns-${id}`);
+      writeFileSync(ns, '');
+      expect((await cni({ command: 'ADD', conf: conf({}), id, ns })).code).toBe(0);
+      v[id] = hostVethName(id, 'eth0');
+    }
+    kernel.links('').get(v['pre-alias'])!.alias = undefined;
+    kernel.links('').get(v.unnamed)!.alias = undefined;
+    const stale = [{ containerID: 'dead', ifname: 'eth0' }, { containerID: 'pre-alias', ifname: 'eth0' }, { containerID: 'live', ifname: 'eth0' }];
+
+    const r = await cni({ command: 'GC', conf: gcConf({ ipMasq: true, ipMasqBackend: 'iptables', 'cni-ts.dev/stale-attachments': stale }), ns: '' });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
+    // "live" is named stale but is valid: valid wins; "unnamed" is not valid but not named stale
+    expect(hostLinks()).toEqual(['brunit0', v.live, v.unnamed].sort());
+    const owners = taggedRules(fw).iptables.join('\n');
+    for (const id of ['live', 'unnamed']) expect(owners).toContain(attachmentTags('unitnet', id, 'eth0').attTag);
+    for (const id of ['dead', 'pre-alias']) expect(owners).not.toContain(attachmentTags('unitnet', id, 'eth0').attTag);
+  });
+
+  it('GC of a bridge that does not exist, or whose name cannot be a link, has no veths to delete', async () => {
+    const r = await cni({ command: 'GC', conf: gcConf({ bridge: 'brnone0' }), ns: '' });
+    expect(r.code, JSON.stringify(r.json)).toBe(0);
+    const bad = await cni({ command: 'GC', conf: gcConf({ bridge: 'a/b' }), ns: '' });
+    expect(bad.code, JSON.stringify(bad.json)).toBe(0);
+    expect(kernel.ipLines().map((l) => l.line)).toEqual(['link show master brnone0 type veth']);
+    expect(ipamLog()).toEqual(['GC c1 eth0', 'GC c1 eth0']);
   });
 
   it('GC without valid-attachments is a config error', async () => {

@@ -3,47 +3,21 @@
 // endpoints that do not answer. The real thing, containerd, is in
 // test/integration/cri-containerd.test.ts.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Server, ServerCredentials, status, type handleUnaryCall, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { parse } from 'protobufjs';
+import { status, type Server } from '@grpc/grpc-js';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CRI_PROTO } from '../../src/runtime/cri-api';
 import { CriClient, CriError } from '../../src/runtime/cri';
+import { serveCri, type CriHandlers } from '../support/cri-standin';
 
 const dir = mkdtempSync(join(tmpdir(), 'cri-client-'));
-const root = parse(CRI_PROTO).root;
-
-/** A gRPC service definition for `service` with `methods` of the embedded proto. */
-function definition(service: string, methods: string[]): ServiceDefinition {
-  return Object.fromEntries(
-    methods.map((m) => {
-      const req = root.lookupType(`runtime.v1.${m}Request`);
-      const res = root.lookupType(`runtime.v1.${m}Response`);
-      return [
-        m,
-        {
-          path: `/${service}/${m}`,
-          requestStream: false,
-          responseStream: false,
-          requestDeserialize: (b: Buffer) => req.toObject(req.decode(b), { longs: String, enums: String, defaults: true }),
-          requestSerialize: (v: object) => Buffer.from(req.encode(req.fromObject(v)).finish()),
-          responseSerialize: (v: object) => Buffer.from(res.encode(res.fromObject(v)).finish()),
-          responseDeserialize: (b: Buffer) => res.decode(b),
-        },
-      ];
-    }),
-  ) as ServiceDefinition;
-}
-
-const METHODS = ['Version', 'ListPodSandbox', 'PodSandboxStatus', 'RunPodSandbox', 'StopPodSandbox', 'RemovePodSandbox'];
 const received: [string, unknown][] = [];
 const CREATED_NS = '1763944000123456789';
 
-/** What the stand-in runtime answers; each handler records the request it got. */
-const runtime: Record<string, (req: any) => object> = {
+/** What the stand-in runtime answers. */
+const runtime: CriHandlers = {
   Version: () => ({ version: '0.1.0', runtimeName: 'fake', runtimeVersion: '9.9', runtimeApiVersion: 'v1' }),
   ListPodSandbox: () => ({
     items: [
@@ -63,23 +37,17 @@ const runtime: Record<string, (req: any) => object> = {
   RemovePodSandbox: () => ({}),
 };
 
-async function serve(socket: string, service: string, methods: string[]): Promise<Server> {
-  const server = new Server();
-  const impl: UntypedServiceImplementation = Object.fromEntries(
+/** The stand-in's handlers, each recording the request it got. */
+const recorded = (methods: string[]): CriHandlers =>
+  Object.fromEntries(
     methods.map((m) => [
       m,
-      ((call, done) => {
-        received.push([m, call.request]);
-        const answer = runtime[m](call.request);
-        if (answer instanceof Error) done(answer);
-        else done(null, answer);
-      }) satisfies handleUnaryCall<unknown, object>,
+      (req: unknown) => {
+        received.push([m, req]);
+        return runtime[m](req);
+      },
     ]),
   );
-  server.addService(definition(service, methods), impl);
-  await new Promise<void>((res, rej) => server.bindAsync(`unix://${socket}`, ServerCredentials.createInsecure(), (err) => (err ? rej(err) : res())));
-  return server;
-}
 
 const CRI_SOCK = join(dir, 'cri.sock');
 const OTHER_SOCK = join(dir, 'other.sock');
@@ -96,8 +64,8 @@ const client = (endpoint: string, timeoutMs?: number) => {
 };
 
 beforeAll(async () => {
-  cri = await serve(CRI_SOCK, 'runtime.v1.RuntimeService', METHODS);
-  other = await serve(OTHER_SOCK, 'runtime.v1alpha2.RuntimeService', ['Version']);
+  cri = await serveCri(CRI_SOCK, recorded(Object.keys(runtime)));
+  other = await serveCri(OTHER_SOCK, recorded(['Version']), 'runtime.v1alpha2.RuntimeService');
   silent = createServer((conn) => silentConnections.push(conn)); // accepts and never speaks
   await new Promise<void>((res) => silent.listen(SILENT_SOCK, res));
 });

@@ -81,18 +81,31 @@ describe('DiskStore', () => {
     store.setLastReserved(0, ip('10.1.0.2'));
     fs.writeFileSync(join(root, 'net', 'lock'), '');
     fs.writeFileSync(join(root, 'net', '10.1.0.8'), '');
-    fs.writeFileSync(join(root, 'net', '010.1.0.9'), 'not canonical: Go never writes this name');
-    const found = (await store.scan()).map((r) => [String(r.ip), r.owner ?? null]).sort();
+    for (const name of ['010.1.0.9', '10.1.0', '10.1.0.256', '10.1..9', '10.1.0.9.1', 'fd00:0::9', 'x']) {
+      fs.writeFileSync(join(root, 'net', name), 'not an address in canonical form: Go never writes this name');
+    }
+    const found = store.scan().map((r) => [String(r.ip), r.owner ?? null]).sort();
     expect(found).toEqual([
       ['10.1.0.2', { containerId: 'c', ifname: 'eth0' }],
       ['10.1.0.8', null],
     ]);
   });
 
+  it('scan: a torn file says since when; content longer than the read buffer is read whole', () => {
+    fs.writeFileSync(join(root, 'net', '10.1.0.8'), '');
+    fs.utimesSync(join(root, 'net', '10.1.0.8'), new Date(5000), new Date(5000));
+    const long = 'x'.repeat(5000);
+    fs.writeFileSync(join(root, 'net', '10.1.0.9'), `${long}\r\neth0`);
+    const byName = new Map(store.scan().map((r) => [r.name, r]));
+    expect(byName.get('10.1.0.8')).toMatchObject({ tornSinceMs: 5000 });
+    expect(byName.get('10.1.0.8')!.owner).toBeUndefined();
+    expect(byName.get('10.1.0.9')!.owner).toEqual({ containerId: long, ifname: 'eth0' });
+  });
+
   it('a missing directory scans as empty', async () => {
     fs.rmSync(join(root, 'net'), { recursive: true });
     expect(store.exists()).toBe(false);
-    expect(await store.scan()).toEqual([]);
+    expect(store.scan()).toEqual([]);
   });
 });
 

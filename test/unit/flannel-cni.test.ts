@@ -295,6 +295,16 @@ describe('CNI commands with a fake delegate', () => {
     const missing = await run('GC', { ...baseConf(), cniVersion: '1.1.0' });
     expect(missing.json.code).toBe(7);
   });
+  it('GC with cni-ts.dev/stale-attachments removes only the named attachments\' configs and hands the key to the delegate', async () => {
+    for (const id of ['keep', 'stale', 'unnamed']) await run('ADD', baseConf(), id);
+    writeFileSync(join(dataDir, 'legacy-stale'), JSON.stringify({ name: 'podnet', type: 'bridge' }));
+    const valid = [{ containerID: 'keep', ifname: 'eth0' }];
+    const stale = [{ containerID: 'stale', ifname: 'eth0' }, { containerID: 'legacy-stale', ifname: '' }];
+    const out = await run('GC', { ...baseConf(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid, 'cni-ts.dev/stale-attachments': stale });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(readdirSync(dataDir).sort()).toEqual(['keep', 'podnet:keep:eth0', 'podnet:unnamed:eth0', 'unnamed']);
+    expect(calls().at(-1)!.conf).toMatchObject({ 'cni.dev/valid-attachments': valid, 'cni-ts.dev/stale-attachments': stale });
+  });
   it('STATUS: 50 without subnet.env or VTEP, else the delegate\'s STATUS', async () => {
     const conf = { ...baseConf(), cniVersion: '1.1.0' };
     expect((await run('STATUS', conf)).exitCode).toBe(0);

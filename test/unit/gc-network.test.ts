@@ -2,7 +2,7 @@
 // CNI_* environment and stdin), so each test checks exactly what each plugin
 // received and in which order.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gcNetwork, staleCachedAttachments } from '../../src/cni/gc-network';
@@ -154,6 +154,58 @@ describe('gcNetwork', () => {
     expect(report.errors).toEqual(['DEL of stale attachment a eth0: legacy: DEL refused', 'DEL of stale attachment b eth0: legacy: DEL refused']);
     expect([existsSync(first), existsSync(second)]).toEqual([true, true]);
     expect(report.collected).toEqual(['fresh']);
+  });
+});
+
+describe('gcNetwork for repair', () => {
+  it('with staleAttachments DELs only the named cached attachments and sends them as cni-ts.dev/stale-attachments', async () => {
+    fakePlugin('fresh', { versions: NEW });
+    const named = cached('k8s', 'dead', 'eth0');
+    const unnamed = cached('k8s', 'fresh-pod', 'eth0');
+    const stale = [{ containerID: 'dead', ifname: 'eth0' }];
+    const report = await gcNetwork(list({ plugins: [bridgeConf] }), { path: [bin], validAttachments: VALID, cacheDir, staleAttachments: stale });
+    expect(report).toMatchObject({ collected: ['fresh'], skipped: [], errors: [] });
+    expect(report.deleted.map((a) => a.containerId)).toEqual(['dead']);
+    expect([existsSync(named), existsSync(unnamed)]).toEqual([false, true]);
+    expect(calls().map((c) => [c.plugin, c.env.CNI_COMMAND, c.env.CNI_CONTAINERID])).toEqual([
+      ['fresh', 'DEL', 'dead'],
+      ['fresh', 'VERSION', ''],
+      ['fresh', 'GC', ''],
+    ]);
+    expect(calls()[2].stdin).toEqual({
+      ...bridgeConf,
+      name: 'k8s',
+      cniVersion: '1.1.0',
+      'cni.dev/valid-attachments': VALID,
+      'cni.dev/attachments': VALID,
+      'cni-ts.dev/stale-attachments': stale,
+    });
+  });
+
+  it('a dry run only asks VERSION, and reports what it would DEL, collect and skip', async () => {
+    fakePlugin('fresh', { versions: NEW });
+    fakePlugin('legacy', { versions: OLD });
+    const stale = cached('k8s', 'dead', 'eth0');
+    const report = await gcNetwork(list(), { path: [bin], validAttachments: VALID, cacheDir, dryRun: true });
+    expect(report).toMatchObject({ collected: ['fresh'], skipped: [{ type: 'legacy', supportedVersions: OLD }], errors: [] });
+    expect(report.deleted.map((a) => a.containerId)).toEqual(['dead']);
+    expect(calls().map((c) => c.env.CNI_COMMAND)).toEqual(['VERSION', 'VERSION']);
+    expect(existsSync(stale)).toBe(true);
+  });
+
+  it("hands a cached /proc/<pid> netns to the DEL only while that pid is the process that was there when the entry was written", async () => {
+    fakePlugin('fresh', { versions: NEW });
+    const ours = `/proc/${process.pid}/ns/net`;
+    // written now: our process was already running, so the path is still the container's
+    cached('k8s', 'current', 'eth0', { netns: ours });
+    // written before our process started: the pid has been reused since
+    const old = cached('k8s', 'reused', 'eth0', { netns: ours });
+    const longAgo = new Date(Date.now() - 365 * 24 * 3600_000);
+    utimesSync(old, longAgo, longAgo);
+    cached('k8s', 'gone', 'eth0', { netns: '/proc/999999999/ns/net' });
+    await gcNetwork(list({ plugins: [bridgeConf] }), { path: [bin], validAttachments: VALID, cacheDir });
+    const dels = calls().filter((c) => c.env.CNI_COMMAND === 'DEL');
+    expect(Object.fromEntries(dels.map((c) => [c.env.CNI_CONTAINERID, c.env.CNI_NETNS]))).toEqual({ current: ours, reused: '', gone: '' });
   });
 });
 

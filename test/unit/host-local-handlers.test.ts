@@ -6,8 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { handle } from '../../src/cni/skel';
-import { hostLocal } from '../../src/ipam/host-local';
+import { runHostLocal, withNoSpace } from './host-local-harness';
 
 let tmp: string;
 let dataDir: string;
@@ -31,11 +30,7 @@ function conf(extra: object = {}, ipam: object = {}) {
   };
 }
 
-async function run(command: string, c: object, id = 'dummy', ifname = 'eth0', args = '') {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/some/where', CNI_IFNAME: ifname, CNI_PATH: '/nowhere', CNI_ARGS: args };
-  const out = await handle(hostLocal, env, () => JSON.stringify(c));
-  return { ...out, json: out.stdout ? JSON.parse(out.stdout) : undefined };
-}
+const run = runHostLocal;
 
 beforeEach(() => {
   tmp = fs.mkdtempSync(join(tmpdir(), 'host-local-'));
@@ -67,7 +62,7 @@ describe('ADD and DEL', () => {
 
     const del = await run('DEL', c);
     expect(del).toMatchObject({ exitCode: 0, stdout: '' });
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('[0.1.0] prints ip4/ip6', async () => {
@@ -81,7 +76,7 @@ describe('ADD and DEL', () => {
     await run('ADD', conf(), 'dummy', 'eth1');
     expect(read('10.1.2.3')).toBe('dummy\r\neth1');
     await run('DEL', conf(), 'dummy', 'eth0');
-    expect(files().filter((f) => !f.startsWith('last_'))).toEqual(['10.1.2.3', '2001:db8:1::3']);
+    expect(files().filter((f) => !f.startsWith('last_') && f !== 'lock')).toEqual(['10.1.2.3', '2001:db8:1::3']);
   });
 
   it('continues the round-robin from last_reserved_ip, as the reference does', async () => {
@@ -91,18 +86,67 @@ describe('ADD and DEL', () => {
     expect(add.json.ips[0].address).toBe('10.2.2.2/24'); // wrapped into the next range, past its gateway
   });
 
-  it('takes a requested address from CNI_ARGS and names its holder when taken', async () => {
+  it('takes a requested address from CNI_ARGS; taken, it is code 11 naming the holder', async () => {
     const first = await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.77');
     expect(first.json.ips[0].address).toBe('10.1.2.77/24');
     const second = await run('ADD', conf(), 'b', 'eth0', 'IP=10.1.2.77');
     expect(second.exitCode).toBe(1);
-    expect(second.json.msg).toMatch(/10.1.2.77 is already reserved by container a \(eth0\)/);
+    expect(second.json).toMatchObject({ code: 11, msg: expect.stringMatching(/10.1.2.77 is already reserved by container a \(eth0\)/) });
     expect(files().filter((f) => f.startsWith('10.'))).toEqual(['10.1.2.77']);
+  });
+
+  it('an attachment asking for another address than the one it holds is code 7', async () => {
+    await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.77');
+    const again = await run('ADD', conf(), 'a', 'eth0', 'IP=10.1.2.78');
+    expect(again.json).toMatchObject({ code: 7, msg: expect.stringMatching(/already holds 10.1.2.77 .* requested 10.1.2.78/) });
+  });
+
+  it('an exhausted range set is code 50, as STATUS says for it', async () => {
+    const tiny = conf({}, { ranges: [[{ subnet: '10.9.0.0/30' }]] });
+    await run('ADD', tiny, 'a');
+    const r = await run('ADD', tiny, 'b');
+    expect(r.json).toMatchObject({ code: 50, msg: 'no IP addresses available in range set 10.9.0.1-10.9.0.2' });
+  });
+
+  it('a network name longer than a file name may be is code 7, and nothing is written', async () => {
+    const r = await run('ADD', conf({ name: 'n'.repeat(256) }));
+    expect(r.json).toMatchObject({ code: 7, msg: expect.stringMatching(/network name \(field "name"\) is 256 bytes/) });
+    const deep = await run('ADD', conf({}, { dataDir: join(dataDir, ...Array(17).fill('d'.repeat(250))) }));
+    expect(deep.json).toMatchObject({ code: 7, msg: expect.stringMatching(/field "ipam.dataDir" is too long/) });
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  it('accepts the K8S_POD_* keys runtimes pass in CNI_ARGS; other keys still need IgnoreUnknown', async () => {
+    const k8s = 'K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u1';
+    expect((await run('ADD', conf(), 'k', 'eth0', k8s)).exitCode).toBe(0);
+    expect((await run('ADD', conf(), 'l', 'eth0', `${k8s};FOO=1`)).json).toMatchObject({ code: 4, msg: expect.stringMatching(/FOO/) });
   });
 
   it('DEL of nothing succeeds and creates nothing', async () => {
     expect(await run('DEL', conf())).toMatchObject({ exitCode: 0, stdout: '' });
     expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+describe('a full filesystem', () => {
+  it('DEL releases and exits 0: releasing never needs free space', async () => {
+    await run('ADD', conf(), 'a');
+    await run('ADD', conf(), 'b');
+    const del = await withNoSpace(() => run('DEL', conf(), 'a'));
+    expect(del, del.stdout).toMatchObject({ exitCode: 0, stdout: '' });
+    expect(files().filter((f) => !f.startsWith('last_') && f !== 'lock')).toEqual(['10.1.2.3', '2001:db8:1::3']);
+    expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/the index was not saved .*ENOSPC/));
+    // and the next call, with room again, rebuilds and finds the rest
+    expect((await run('DEL', conf(), 'b')).exitCode).toBe(0);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
+  });
+
+  it('an ADD fails with code 5 naming the file and the cause, and leaves no reservation', async () => {
+    await run('ADD', conf(), 'a');
+    const before = files().map((f) => [f, read(f)]);
+    const add = await withNoSpace(() => run('ADD', conf(), 'b'));
+    expect(add.json).toMatchObject({ code: 5, msg: `cannot write ${join(dataDir, '.cni-ts', 'mynet', 'reservation.tmp')}: ENOSPC (no space left on device)` });
+    expect(files().map((f) => [f, read(f)])).toEqual(before);
   });
 });
 
@@ -125,6 +169,30 @@ describe('GC', () => {
     expect(gc.exitCode, gc.stdout).toBe(0);
     expect(files()).toEqual(['10.1.2.2', '2001:db8:1::2', 'last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
     expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/GC released 10.1.2.3 \(drop \(eth0\)\)/));
+  });
+
+  it('with cni-ts.dev/stale-attachments releases only the named attachments that are not valid; a legacy file goes with its container', async () => {
+    const single = conf({}, { ranges: [[{ subnet: '10.1.2.0/24' }]] });
+    for (const id of ['keep', 'stale', 'unnamed', 'named-but-valid']) expect((await run('ADD', single, id)).exitCode).toBe(0);
+    fs.writeFileSync(join(netDir(), '10.1.2.50'), 'legacy-stale');
+    fs.writeFileSync(join(netDir(), '10.1.2.51'), 'legacy-unnamed');
+    const gc = await run(
+      'GC',
+      conf({
+        'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }, { containerID: 'named-but-valid', ifname: 'eth0' }],
+        'cni-ts.dev/stale-attachments': [{ containerID: 'stale', ifname: 'eth0' }, { containerID: 'legacy-stale', ifname: '' }, { containerID: 'named-but-valid', ifname: 'eth0' }],
+      }),
+    );
+    expect(gc.exitCode, gc.stdout).toBe(0);
+    const holders = files().filter((f) => f.startsWith('10.')).map((f) => read(f).split('\r\n')[0]).sort();
+    expect(holders).toEqual(['keep', 'legacy-unnamed', 'named-but-valid', 'unnamed']);
+  });
+
+  it('refuses a stale list that is not a list of attachments (code 7), releasing nothing', async () => {
+    await run('ADD', conf(), 'a');
+    const gc = await run('GC', conf({ 'cni.dev/valid-attachments': [], 'cni-ts.dev/stale-attachments': [{ containerID: 'a' }] }));
+    expect(gc.json).toMatchObject({ code: 7, msg: 'field "cni-ts.dev/stale-attachments[0]" must be an object with string "containerID" and "ifname"' });
+    expect(files().filter((f) => f.startsWith('10.'))).toHaveLength(1);
   });
 });
 

@@ -37,14 +37,14 @@ describe('NetworkPool', () => {
     expect((await pool().held(a)).map(String)).toEqual(['10.1.0.2', 'fd01::2']);
     expect((await pool().release(a)).map(String)).toEqual(['10.1.0.2', 'fd01::2']);
     expect(await pool().held(a)).toEqual([]);
-    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1']);
+    expect(files()).toEqual(['last_reserved_ip.0', 'last_reserved_ip.1', 'lock']);
   });
 
   it('ADD twice returns the same addresses', async () => {
     const first = await pool().allocate(a, config().rangeSets, none);
     const again = await pool().allocate(a, config().rangeSets, none);
     expect(again.map((x) => String(x.ip))).toEqual(first.map((x) => String(x.ip)));
-    expect(files().filter((f) => !f.startsWith('last_'))).toHaveLength(2);
+    expect(files().filter((f) => !f.startsWith('last_') && f !== 'lock')).toHaveLength(2);
   });
 
   it('sees reservations another program wrote (the Go plugin) and releases them', async () => {
@@ -66,8 +66,8 @@ describe('NetworkPool', () => {
 
   it('rebuilds a damaged index and carries on', async () => {
     await pool().allocate(a, config().rangeSets, none);
-    const entries = join(dataDir, '.cni-ts', 'net', 'attachments');
-    fs.writeFileSync(join(entries, fs.readdirSync(entries)[0]), 'garbage');
+    const buckets = join(dataDir, '.cni-ts', 'net', 'index');
+    for (const b of fs.readdirSync(buckets)) fs.writeFileSync(join(buckets, b), 'garbage'); // the stamp still says "fresh"
     expect((await pool().release(a)).map(String)).toEqual(['10.1.0.2', 'fd01::2']);
     expect(process.stderr.write).toHaveBeenCalledWith(expect.stringMatching(/rebuilding the index/));
   });

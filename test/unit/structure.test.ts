@@ -10,7 +10,6 @@ const SRC = resolve(__dirname, '../../src');
 
 /** Lower layers first; a file may import its own directory or a lower layer. */
 const LAYERS: Record<string, number> = {
-  shims: 0,
   net: 0,
   cni: 1,
   util: 2,
@@ -19,9 +18,10 @@ const LAYERS: Record<string, number> = {
   runtime: 3,
   bridge: 4,
   flannel: 4,
-  cli: 5,
-  boot: 6,
-  cmd: 6,
+  repair: 5,
+  cli: 6,
+  boot: 7,
+  cmd: 7,
 };
 
 function sourceFiles(dir: string): string[] {
