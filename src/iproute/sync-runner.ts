@@ -8,7 +8,7 @@ import type { Runner } from './exec';
 
 export const syncRunner: Runner = (argv, input) => {
   try {
-    const r = spawnSyncLean(argv[0], argv.slice(1), input ?? '');
+    const r = spawnSyncLean(argv[0], argv.slice(1), { input });
     return Promise.resolve({ stdout: r.stdout, stderr: r.stderr, code: r.status ?? 1 });
   } catch (err) {
     return Promise.reject(err);

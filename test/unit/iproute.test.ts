@@ -16,9 +16,6 @@ import { masqComment } from '../../src/iproute/masq-rule';
 import { NFT_TABLE } from '../../src/iproute/masq-nftables';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../src/iproute/spoofchk';
 import { syncRunner } from '../../src/iproute/sync-runner';
-import { spawnSyncLean } from '../../src/util/spawn-sync';
-import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
 import { vxlanAdd, vxlanMismatch, type VxlanSpec } from '../../src/iproute/vxlan';
 import type { IpLink } from '../../src/iproute/link';
 
@@ -289,32 +286,5 @@ describe('syncRunner', () => {
 
   it('rejects when the program is not installed (ENOENT, as the async runner does)', async () => {
     await expect(syncRunner(['no-such-program-cni-ts'])).rejects.toMatchObject({ code: 'ENOENT' });
-  });
-});
-
-describe('spawnSyncLean', () => {
-  it('matches child_process.spawnSync: stdin, large outputs, exit code, signal, environment', () => {
-    expect(spawnSyncLean('cat', [], 'héllo')).toEqual({ stdout: 'héllo', stderr: '', status: 0, signal: null });
-    expect(spawnSyncLean('sh', ['-c', 'head -c 300000 /dev/zero | tr "\\0" x; echo e >&2; exit 4'])).toEqual({ stdout: 'x'.repeat(300000), stderr: 'e\n', status: 4, signal: null });
-    expect(spawnSyncLean('sh', ['-c', 'kill -9 $$'])).toMatchObject({ status: null, signal: 'SIGKILL' });
-    process.env.CNI_TS_SPAWN_TEST = 'seen';
-    try {
-      expect(spawnSyncLean('sh', ['-c', 'echo $CNI_TS_SPAWN_TEST']).stdout).toBe('seen\n');
-    } finally {
-      delete process.env.CNI_TS_SPAWN_TEST;
-    }
-    expect(() => spawnSyncLean('no-such-program-cni-ts', [])).toThrow(expect.objectContaining({ code: 'ENOENT' }));
-  });
-
-  it('does not load node:child_process (the point of it) in a fresh process, and falls back to it where the binding is refused', async () => {
-    const { build } = await import('esbuild');
-    const probe = `import { spawnSyncLean } from ${JSON.stringify(resolve(__dirname, '../../src/util/spawn-sync.ts'))};
-      const r = spawnSyncLean('sh', ['-c', 'echo ran']);
-      process.stdout.write(JSON.stringify({ out: r.stdout, childProcess: process.moduleLoadList.includes('NativeModule child_process') }));`;
-    const out = await build({ stdin: { contents: probe, resolveDir: __dirname, loader: 'ts' }, bundle: true, platform: 'node', format: 'cjs', write: false, logLevel: 'silent' });
-    const run = (flags: string[]) => JSON.parse(spawnSync(process.execPath, [...flags, '-e', out.outputFiles[0].text], { encoding: 'utf8', env: { PATH: process.env.PATH } }).stdout);
-    expect(run([])).toEqual({ out: 'ran\n', childProcess: false });
-    // Where the binding is refused (the permission model), child_process does the same job.
-    expect(run(['--experimental-permission', '--allow-fs-read=*', '--allow-child-process'])).toEqual({ out: 'ran\n', childProcess: true });
   });
 });
