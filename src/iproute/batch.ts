@@ -85,35 +85,13 @@ export async function runBatch(program: 'ip' | 'bridge', lines: readonly Line[],
   if (lines.length === 0 && !sysctls) return result;
   if (sysctls && (program !== 'ip' || !opts.netns)) throw new Error('runBatch: sysctls need ip and a namespace');
   checkBatchWords(program, lines);
-  const flags = [...(opts.json ? ['-json'] : []), ...(opts.details ? ['-details'] : []), ...(sysctls ? [] : ['-force']), '-batch', '-'];
-  const text = (ls: readonly Line[]) => ls.map((l) => l.join(' ')).join('\n') + '\n';
-
-  let run: RunResult | undefined;
-  let argv: string[] = [];
-  let sent = lines;
-  const name = program === 'ip' && opts.netns ? ipNetnsName(opts.netns) : undefined;
-  if (name) {
-    if (sysctls) sent = [['netns', 'exec', name, ...sysctlArgv(sysctls)], ...lines];
-    argv = [program, '-n', name, ...flags];
-    run = await exec(argv, { input: text(sent), allow: [1, 255] });
-    if (couldNotEnter(run)) {
-      // ip stops before its first line when it cannot set up the namespace: nothing ran.
-      ipCannotEnterNetns();
-      run = undefined;
-      sent = lines;
-    }
-  }
-  if (!run) {
-    if (sysctls) await setSysctlsIn(opts.netns!, sysctls);
-    argv = [program, ...flags];
-    run = await exec(argv, { netns: opts.netns, input: text(lines), allow: [1] });
-  }
+  const { run, argv, sent } = await runProcess(program, lines, opts, sysctls);
 
   const failed = parseFailures(run.stderr);
   if (run.code !== 0 && failed.size === 0) {
     throw new BatchProcessError(argv, run, opts.netns);
   }
-  const offset = sent.length - lines.length;
+  const offset = sent.length - lines.length; // the sysctl line, when it went first
   if (offset && failed.has(1)) throw new LineError(program, sent[0], failed.get(1) || 'failed');
   for (const [lineNo, msg] of failed) {
     const i = lineNo - 1 - offset;
@@ -131,6 +109,33 @@ export async function runBatch(program: 'ip' | 'bridge', lines: readonly Line[],
     });
   }
   return result;
+}
+
+/**
+ * The batch's process: `ip -n NAME` with the sysctl line first when ip can
+ * enter the namespace by name, else the sysctls' own process and the batch
+ * through nsenter (exec.ts). Returns what ran and the lines it was given.
+ */
+async function runProcess(
+  program: 'ip' | 'bridge',
+  lines: readonly Line[],
+  opts: BatchOptions,
+  sysctls: BatchOptions['sysctls'],
+): Promise<{ run: RunResult; argv: string[]; sent: readonly Line[] }> {
+  const flags = [...(opts.json ? ['-json'] : []), ...(opts.details ? ['-details'] : []), ...(sysctls ? [] : ['-force']), '-batch', '-'];
+  const text = (ls: readonly Line[]) => ls.map((l) => l.join(' ')).join('\n') + '\n';
+  const name = program === 'ip' && opts.netns ? ipNetnsName(opts.netns) : undefined;
+  if (name) {
+    const sent = sysctls ? [['netns', 'exec', name, ...sysctlArgv(sysctls)], ...lines] : lines;
+    const argv = [program, '-n', name, ...flags];
+    const run = await exec(argv, { input: text(sent), allow: [1, 255] });
+    if (!couldNotEnter(run)) return { run, argv, sent };
+    // ip stops before its first line when it cannot set up the namespace: nothing ran.
+    ipCannotEnterNetns();
+  }
+  if (sysctls) await setSysctlsIn(opts.netns!, sysctls);
+  const argv = [program, ...flags];
+  return { run: await exec(argv, { netns: opts.netns, input: text(lines), allow: [1] }), argv, sent: lines };
 }
 
 /** ip exited before running a line because it could not set up the namespace's mounts. */
