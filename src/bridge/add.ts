@@ -5,9 +5,10 @@
 //   1. two `ip -batch` in the host (host.ts): the bridge, then the veth pair
 //      with its peer created directly in the container namespace and this end
 //      enslaved, port flags, gateway address, and the reads for the result;
-//   2. `nsenter sysctl` in the container (container.ts);
-//   3. one `ip -batch` in the container: addresses, link up, routes, read MAC;
-// with masquerade, VLAN (vlans.ts) and spoof-check setup running beside 2 and 3.
+//   2. one `ip -batch` in the container (container.ts): sysctls, addresses,
+//      link up, routes, read MAC (a named namespace: `ip -n` forking sysctl;
+//      otherwise nsenter, with sysctl a process of its own);
+// with masquerade, VLAN (vlans.ts) and spoof-check setup running beside 2.
 // Anything failing after IPAM undoes what this call made, then releases IPAM.
 import { existsSync } from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';

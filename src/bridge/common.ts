@@ -6,7 +6,7 @@ export function kernelError(what: string, err: unknown): CniError {
   if (err instanceof CniError) return err;
   const e = err as NodeJS.ErrnoException;
   if (e?.code === 'ENOENT' && e.syscall?.startsWith('spawn')) {
-    return new CniError(ErrorCode.Internal, `${what}: ${e.syscall.slice(6)} is not installed (not found in PATH)`);
+    return new CniError(ErrorCode.Internal, `${what}: ${e.syscall.replace(/^spawn(Sync)? /, '')} is not installed (not found in PATH)`);
   }
   return new CniError(ErrorCode.Internal, `${what}: ${e?.message ?? String(err)}`);
 }

@@ -1,13 +1,14 @@
-// ADD, container side: sysctls (DAD, arp_notify: before link up), then one
-// `ip -batch` in the container's namespace with the addresses, link up, the
-// routes and the read of the link. With enabledad, the routes wait until IPv6
-// duplicate address detection is over (a route via a tentative address fails).
+// ADD, container side: one `ip -batch` in the container's namespace that
+// sets the sysctls (DAD, arp_notify: before the link is up), then the
+// addresses, link up, the routes and the read of the link; in a named
+// namespace that is one process (runBatch's `sysctls`). With enabledad, the
+// routes wait until IPv6 duplicate address detection is over (a route via a
+// tentative address fails).
 import { CniError, ErrorCode } from '../cni/errors';
-import { Batch } from '../iproute/batch';
+import { Batch, type BatchOptions } from '../iproute/batch';
 import { addrAdd } from '../iproute/addr';
 import { firstLink, linkSet, showDev, type IpLink } from '../iproute/link';
 import { routeAppend } from '../iproute/route';
-import { setSysctlsIn } from '../iproute/sysctl';
 import type { BridgeConfig } from './config';
 import { familyOfText, routeGateway, type AddressPlan } from './plan';
 import { kernelError } from './common';
@@ -20,17 +21,15 @@ const DAD_POLL_MS = 50;
 /** Configures `ifname` in `netns`; returns the link as it is then (its MAC goes in the result). */
 export async function configureContainer(cfg: BridgeConfig, plan: AddressPlan | undefined, netns: string, ifname: string): Promise<IpLink> {
   const b = new Batch('ip');
+  const opts: BatchOptions = { json: true, details: true, netns };
   if (plan) {
     const v6 = plan.families.has(6);
-    mark('sysctl');
-    await setSysctlsIn(netns, [
+    opts.sysctls = [
       ...(cfg.enabledad ? ([[`net/ipv6/conf/${ifname}/enhanced_dad`, '1']] as const) : []),
       [`net/ipv6/conf/${ifname}/accept_dad`, cfg.enabledad ? '1' : '0'],
       [`net/ipv4/conf/${ifname}/arp_notify`, '1'],
       ...(v6 ? ([[`net/ipv6/conf/lo/disable_ipv6`, '0'], [`net/ipv6/conf/${ifname}/disable_ipv6`, '0']] as const) : []),
-    ]).catch((e) => {
-      throw kernelError(`sysctls of ${ifname} in ${netns}`, e);
-    });
+    ];
     // IPv4 with its broadcast address (as the reference: Go's netlink sets it).
     for (const ip of plan.ips) b.add(addrAdd(ifname, ip.address, familyOfText(ip.address) === 4 ? { broadcast: '+' } : {}));
   }
@@ -44,17 +43,17 @@ export async function configureContainer(cfg: BridgeConfig, plan: AddressPlan | 
   const link = b.query(showDev(ifname), firstLink);
 
   mark('container');
-  await run(b, `configuring ${ifname} in ${netns}`, netns);
+  await run(b, `configuring ${ifname} in ${netns}`, opts);
   if (!waitDad) return link.output!;
   const settled = await settleDad(netns, ifname, link.output!);
-  if (routes.size) await run(routes, `adding routes to ${ifname} in ${netns}`, netns);
+  if (routes.size) await run(routes, `adding routes to ${ifname} in ${netns}`, { json: true, details: true, netns });
   return settled;
 }
 
-/** Runs `b` in `netns`; its first failed line is thrown as a CNI error naming `what`. */
-async function run(b: Batch, what: string, netns: string): Promise<void> {
-  await b.run({ json: true, details: true, netns });
+/** Runs `b`; a failure (its first failed line, or the sysctls) is thrown as a CNI error naming `what`. */
+async function run(b: Batch, what: string, opts: BatchOptions): Promise<void> {
   try {
+    await b.run(opts);
     b.throwFailed();
   } catch (e) {
     throw kernelError(what, e);
@@ -80,7 +79,7 @@ async function settleDad(netns: string, ifname: string, first: IpLink): Promise<
     await new Promise((r) => setTimeout(r, DAD_POLL_MS));
     const read = new Batch('ip');
     const now = read.query(showDev(ifname), firstLink);
-    await run(read, `reading ${ifname} in ${netns}`, netns);
+    await run(read, `reading ${ifname} in ${netns}`, { json: true, details: true, netns });
     link = now.output!;
   }
 }

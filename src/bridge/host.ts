@@ -136,9 +136,11 @@ export async function setupHost(r: HostRequest, undo: Undo): Promise<HostState> 
  */
 async function resolveGatewayConflicts(cfg: BridgeConfig, dev: string, gateways: GatewayAddr[], before: AddrInfo[], after: AddrInfo[]): Promise<void> {
   const ours = new Set(gateways.map((g) => g.cidr));
+  const families = new Set(gateways.map((g) => (g.family === 4 ? 'inet' : 'inet6')));
   const conflicts = after.filter((a) => {
     const cidr = addrCidr(a);
-    if (ours.has(cidr)) return false;
+    // Only a gateway's own family can conflict (and the bridge's fe80:: is then not even parsed).
+    if (ours.has(cidr) || !families.has(a.family)) return false;
     const p = Prefix.parse(cidr);
     if (!p) return false;
     return gateways.some((g) => {

@@ -1,6 +1,5 @@
 // Delegation: run another CNI plugin found in CNI_PATH with our environment,
 // a config on stdin, and read back its result or error object (libcni's invoke).
-import { spawn } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from './errors';
@@ -58,8 +57,13 @@ export interface ExecResult {
   exitCode: number;
 }
 
-/** Runs a plugin executable with `env` and `stdin`, collecting its output. */
+/**
+ * Runs a plugin executable with `env` and `stdin`, collecting its output.
+ * node:child_process is loaded only here: a call that runs no delegate
+ * does not pay for it.
+ */
 export function execPlugin(file: string, env: NodeJS.ProcessEnv, stdin: string): Promise<ExecResult> {
+  const { spawn } = require('node:child_process') as typeof import('node:child_process');
   return new Promise((resolve, reject) => {
     const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];

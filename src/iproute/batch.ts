@@ -7,17 +7,32 @@
 // iproute2 6.1 quirk: in one batch, `addr show` after `link show` loses its
 // `addr_info`. Read links with `addr show dev X` (see link.ts `showDev`): it
 // prints everything `link show` does plus the addresses.
-import { exec, type ExecOptions, type RunResult } from './exec';
+import { exec, type RunResult } from './exec';
+import { ipCannotEnterNetns, ipNetnsName } from './netns';
+import { setSysctlsIn, sysctlArgv, type SysctlKey } from './sysctl';
 
 export type Line = readonly string[];
 
 export interface BatchOptions {
-  /** Network namespace path to run in; the caller's own namespace when absent. */
+  /**
+   * Network namespace path to run in; the caller's own namespace when absent.
+   * `ip` enters a named namespace itself (`ip -n NAME`), any other with nsenter.
+   */
   netns?: string;
   /** `-json`: query lines return parsed JSON. */
   json?: boolean;
   /** `-details` (link kind, bridge and bridge-port attributes). */
   details?: boolean;
+  /**
+   * Sysctls of `netns`, set before the lines run (`ip` only). In a named
+   * namespace they are the batch's own first line, `netns exec NAME sysctl
+   * ...` (ip forks sysctl in the namespace: no process of ours); elsewhere a
+   * process before the batch. A batch with sysctls stops at its first
+   * failing line (lines after it are reported as not run): without that, a
+   * forked ip that failed to enter the namespace would run the rest of the
+   * batch itself. A sysctl that cannot be set throws.
+   */
+  sysctls?: ReadonlyArray<readonly [SysctlKey, string]>;
 }
 
 export interface BatchResult {
@@ -60,26 +75,32 @@ function isQuery(line: Line): boolean {
 }
 
 /**
- * Runs `lines` in one `ip` (or `bridge`) process with -force. Never throws
- * for a failing line: see `errors`. Throws when the process itself fails
- * (cannot enter the namespace, killed, unparsable output).
+ * Runs `lines` in one `ip` (or `bridge`) process with -force (but see
+ * `sysctls`). Never throws for a failing line: see `errors`. Throws when the
+ * process itself fails (cannot enter the namespace, killed, unparsable output).
  */
 export async function runBatch(program: 'ip' | 'bridge', lines: readonly Line[], opts: BatchOptions = {}): Promise<BatchResult> {
   const result: BatchResult = { errors: lines.map(() => undefined), outputs: lines.map(() => undefined), firstError: -1 };
-  if (lines.length === 0) return result;
+  const sysctls = opts.sysctls?.length ? opts.sysctls : undefined;
+  if (lines.length === 0 && !sysctls) return result;
+  if (sysctls && (program !== 'ip' || !opts.netns)) throw new Error('runBatch: sysctls need ip and a namespace');
   checkBatchWords(program, lines);
-  const argv = [program, ...(opts.json ? ['-json'] : []), ...(opts.details ? ['-details'] : []), '-force', '-batch', '-'];
-  const input = lines.map((l) => l.join(' ')).join('\n') + '\n';
-  const execOpts: ExecOptions = { netns: opts.netns, input, allow: [1] };
-  const run = await exec(argv, execOpts);
+  const { run, argv, sent } = await runProcess(program, lines, opts, sysctls);
+
   const failed = parseFailures(run.stderr);
   if (run.code !== 0 && failed.size === 0) {
     throw new BatchProcessError(argv, run, opts.netns);
   }
+  const offset = sent.length - lines.length; // the sysctl line, when it went first
+  if (offset && failed.has(1)) throw new LineError(program, sent[0], failed.get(1) || 'failed');
   for (const [lineNo, msg] of failed) {
-    if (lineNo >= 1 && lineNo <= lines.length) result.errors[lineNo - 1] = msg || 'failed';
+    const i = lineNo - 1 - offset;
+    if (i >= 0 && i < lines.length) result.errors[i] = msg || 'failed';
   }
   result.firstError = result.errors.findIndex((e) => e !== undefined);
+  if (sysctls && result.firstError >= 0) {
+    for (let i = result.firstError + 1; i < lines.length; i++) result.errors[i] = `not run: line ${result.firstError + 1} failed`;
+  }
   if (opts.json) {
     const values = splitJson(run.stdout);
     let next = 0;
@@ -88,6 +109,38 @@ export async function runBatch(program: 'ip' | 'bridge', lines: readonly Line[],
     });
   }
   return result;
+}
+
+/**
+ * The batch's process: `ip -n NAME` with the sysctl line first when ip can
+ * enter the namespace by name, else the sysctls' own process and the batch
+ * through nsenter (exec.ts). Returns what ran and the lines it was given.
+ */
+async function runProcess(
+  program: 'ip' | 'bridge',
+  lines: readonly Line[],
+  opts: BatchOptions,
+  sysctls: BatchOptions['sysctls'],
+): Promise<{ run: RunResult; argv: string[]; sent: readonly Line[] }> {
+  const flags = [...(opts.json ? ['-json'] : []), ...(opts.details ? ['-details'] : []), ...(sysctls ? [] : ['-force']), '-batch', '-'];
+  const text = (ls: readonly Line[]) => ls.map((l) => l.join(' ')).join('\n') + '\n';
+  const name = program === 'ip' && opts.netns ? ipNetnsName(opts.netns) : undefined;
+  if (name) {
+    const sent = sysctls ? [['netns', 'exec', name, ...sysctlArgv(sysctls)], ...lines] : lines;
+    const argv = [program, '-n', name, ...flags];
+    const run = await exec(argv, { input: text(sent), allow: [1, 255] });
+    if (!couldNotEnter(run)) return { run, argv, sent };
+    // ip stops before its first line when it cannot set up the namespace: nothing ran.
+    ipCannotEnterNetns();
+  }
+  if (sysctls) await setSysctlsIn(opts.netns!, sysctls);
+  const argv = [program, ...flags];
+  return { run: await exec(argv, { netns: opts.netns, input: text(lines), allow: [1] }), argv, sent: lines };
+}
+
+/** ip exited before running a line because it could not set up the namespace's mounts. */
+function couldNotEnter(run: RunResult): boolean {
+  return run.code === 255 && !/Command failed/.test(run.stderr) && /^(unshare failed|"mount --make-rslave \/" failed|mount of \/sys failed): /m.test(run.stderr);
 }
 
 /** The `ip`/`bridge` process failed as a whole (not a line of it). */
@@ -112,7 +165,10 @@ export function parseFailures(stderr: string): Map<number, string> {
   const marker = /Command failed [^\n]*?:(\d+)\n?/g;
   let last = 0;
   for (let m = marker.exec(stderr); m; m = marker.exec(stderr)) {
-    failures.set(Number(m[1]), stderr.slice(last, m.index).trim());
+    // A line reported twice (a forked `netns exec` child and its parent) keeps the message printed first.
+    const line = Number(m[1]);
+    const msg = stderr.slice(last, m.index).trim();
+    if (!failures.get(line)) failures.set(line, msg);
     last = m.index + m[0].length;
   }
   return failures;

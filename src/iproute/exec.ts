@@ -1,9 +1,9 @@
 // The one place that runs the kernel-facing tools (ip, bridge, nsenter, ...)
 // and touches /proc/sys. Always argv arrays, never a shell. A namespace is
 // entered by path with nsenter, so CNI_NETNS may be a named netns,
-// containerd's /run/netns/cni-... or /proc/<pid>/ns/net. Tests swap the
+// containerd's /run/netns/cni-... or /proc/<pid>/ns/net (batch.ts lets `ip`
+// enter a named one itself). Tests swap the
 // runner (and the /proc/sys access) to record what would be done.
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 
 export interface RunResult {
@@ -25,8 +25,11 @@ export class CommandError extends Error {
   }
 }
 
-const spawnRunner: Runner = (argv, input) =>
-  new Promise((resolve, reject) => {
+// node:child_process is loaded on first use: a plugin that installs the sync
+// runner never needs its async machinery (util/spawn-sync.ts).
+const spawnRunner: Runner = (argv, input) => {
+  const { spawn } = require('node:child_process') as typeof import('node:child_process');
+  return new Promise((resolve, reject) => {
     const child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
@@ -39,6 +42,7 @@ const spawnRunner: Runner = (argv, input) =>
     child.stdin.on('error', () => {});
     child.stdin.end(input ?? '');
   });
+};
 
 let runner: Runner = spawnRunner;
 

@@ -12,6 +12,7 @@
 // has other work while it waits).
 import * as fs from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';
+import { spawnSyncLean, type SyncRun } from './spawn-sync';
 
 export const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 
@@ -62,34 +63,20 @@ function findFlock(): string {
   throw new CniError(ErrorCode.IOFailure, `flock(1) not found in ${FLOCK_DIRS.join(', ')} or PATH: the lock needs util-linux`);
 }
 
-interface SpawnSyncBinding {
-  spawn(options: object): { status: number | null; signal?: string | null; error?: number };
-}
-
 /**
- * One non-blocking attempt; false when someone holds the lock. It runs
- * flock(1) through the binding behind child_process.spawnSync: loading
- * child_process itself costs ~2 ms per call, 4 ms per ADD+DEL (measured),
- * more than everything else the lock costs. Without that binding (a future
- * Node), the attempt is left to lockWaiting. (Node run with
- * --pending-deprecation prints a DEP0111 warning for it on stderr.)
+ * One non-blocking attempt; false when someone holds the lock. flock(1) runs
+ * synchronously without node:child_process (util/spawn-sync.ts): loading it
+ * costs ~2 ms per call, 4 ms per ADD+DEL (measured), more than everything
+ * else the lock costs.
  */
 function lockNow(flock: string, fd: number, lockFile: string): boolean {
-  let binding: SpawnSyncBinding;
+  let r: SyncRun;
   try {
-    binding = (process as unknown as { binding(name: string): SpawnSyncBinding }).binding('spawn_sync');
-  } catch {
-    return false;
+    r = spawnSyncLean(flock, flockArgs(['--nonblock']), { env: {}, extraFds: [fd] });
+  } catch (err) {
+    throw new CniError(ErrorCode.IOFailure, `cannot run ${flock} (${(err as NodeJS.ErrnoException).code})`);
   }
-  const r = binding.spawn({
-    file: flock,
-    args: ['flock', ...flockArgs(['--nonblock'])],
-    envPairs: [],
-    stdio: [{ type: 'ignore' }, { type: 'ignore' }, { type: 'fd', fd: 2 }, { type: 'fd', fd }],
-    windowsHide: false,
-    detached: false,
-  });
-  if (r.error) throw new CniError(ErrorCode.IOFailure, `cannot run ${flock} (errno ${r.error})`);
+  if (r.stderr) process.stderr.write(r.stderr);
   if (r.status === 0) return true;
   if (r.status === HELD) return false;
   throw failure(lockFile, r.status, r.signal);

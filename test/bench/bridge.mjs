@@ -30,8 +30,11 @@ const CONFIGS = [
 ];
 
 function inner() {
-  const { iterations, dataDir } = JSON.parse(process.argv[3]);
+  const { iterations, dataDir, codeCache } = JSON.parse(process.argv[3]);
   const netns = `/run/netns/${CTR}`;
+  // Every contender's environment: PATH, and our code cache in a directory of this run's own (other
+  // builds on the machine evict each other's caches in the shared default); the others ignore it.
+  const clean = { PATH: process.env.PATH, CNI_TS_CODE_CACHE_DIR: codeCache };
   const out = [];
   for (const [ci, c] of CONFIGS.entries()) {
     const conf = (who) =>
@@ -53,7 +56,7 @@ function inner() {
     const warmup = 3;
     for (let i = 0; i < iterations + warmup; i++) {
       for (const v of variants) {
-        const env = { PATH: process.env.PATH, CNI_CONTAINERID: `bench${i}`, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: v.path, ...v.env };
+        const env = { ...clean, CNI_CONTAINERID: `bench${i}`, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: v.path, ...v.env };
         for (const cmd of ['ADD', 'DEL']) {
           const t0 = process.hrtime.bigint();
           const r = spawnSync(v.file, [], { env: { ...env, CNI_COMMAND: cmd }, input: v.conf, encoding: 'utf8' });
@@ -64,17 +67,17 @@ function inner() {
       }
       for (const slot of ['add', 'del']) {
         const t0 = process.hrtime.bigint();
-        spawnSync('node', ['-e', '0'], { env: { PATH: process.env.PATH } }); // the plugins' clean environment
+        spawnSync('node', ['-e', '0'], { env: clean }); // the plugins' clean environment
         if (i >= warmup) times['node -e 0'][slot].push(Number(process.hrtime.bigint() - t0) / 1e6);
       }
     }
     const rss = {};
     for (const v of variants) {
-      const env = { PATH: process.env.PATH, CNI_CONTAINERID: 'rss', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: v.path, ...v.env };
+      const env = { ...clean, CNI_CONTAINERID: 'rss', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: v.path, ...v.env };
       rss[v.name] = peakRssKiB([v.file], { env: { ...env, CNI_COMMAND: 'ADD' }, input: v.conf });
       spawnSync(v.file, [], { env: { ...env, CNI_COMMAND: 'DEL' }, input: v.conf });
     }
-    rss['node -e 0'] = peakRssKiB(['node', '-e', '0']);
+    rss['node -e 0'] = peakRssKiB(['node', '-e', '0'], { env: clean });
     out.push({ label: c.label, times, rss });
   }
   process.stdout.write(JSON.stringify(out));
@@ -86,9 +89,10 @@ function outer() {
     process.exit(1);
   }
   const iterations = Number(process.env.BENCH_ITER ?? 30);
-  const dataDir = mkdtempSync(join(tmpdir(), 'cnibench-br-'));
+  const state = mkdtempSync(join(tmpdir(), 'cnibench-br-'));
+  const [dataDir, codeCache] = [join(state, 'ipam'), join(state, 'code-cache')];
   const sh = (...argv) => execFileSync(argv[0], argv.slice(1), { stdio: 'pipe' });
-  const cleanup = () => {
+  const removeNamespaces = () => {
     for (const ns of [HOST, CTR]) {
       try {
         sh('ip', 'netns', 'del', ns);
@@ -96,23 +100,23 @@ function outer() {
         // not there
       }
     }
-    rmSync(dataDir, { recursive: true, force: true });
   };
-  cleanup();
+  removeNamespaces();
   let runs;
   try {
     for (const ns of [HOST, CTR]) {
       sh('ip', 'netns', 'add', ns);
       sh('ip', '-n', ns, 'link', 'set', 'lo', 'up');
     }
-    const r = spawnSync('ip', ['netns', 'exec', HOST, process.execPath, fileURLToPath(import.meta.url), '--inner', JSON.stringify({ iterations, dataDir })], {
+    const r = spawnSync('ip', ['netns', 'exec', HOST, process.execPath, fileURLToPath(import.meta.url), '--inner', JSON.stringify({ iterations, dataDir, codeCache })], {
       encoding: 'utf8',
       maxBuffer: 64 << 20,
     });
     if (r.status !== 0) throw new Error(`bench loop failed: ${r.stderr}`);
     runs = JSON.parse(r.stdout);
   } finally {
-    cleanup();
+    removeNamespaces();
+    rmSync(state, { recursive: true, force: true });
   }
 
   console.log(`bridge + host-local, one container ADD then DEL, ${iterations} interleaved iterations (medians)`);

@@ -24,9 +24,12 @@ const FIRST_CALLS = Number(process.env.BENCH_FIRST_CALLS ?? 5);
 const STORM = Number(process.env.BENCH_STORM ?? 8);
 
 const root = fs.mkdtempSync(join(tmpdir(), 'bench-hl-'));
+// In every contender's environment beside PATH: our code cache in a directory of this run's own (other
+// builds on the machine evict each other's caches in the shared default); the others ignore it.
+const CODE_CACHE = { CNI_TS_CODE_CACHE_DIR: join(root, 'code-cache') };
 const conf = (dataDir, ipam = {}) =>
   JSON.stringify({ cniVersion: '1.0.0', name: 'bench', type: 'host-local', ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: '10.200.0.0/16' }]], ...ipam } });
-const env = (command, id, args = '') => ({ CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/var/run/netns/bench', CNI_IFNAME: 'eth0', CNI_PATH: '/nonexistent', CNI_ARGS: args });
+const env = (command, id, args = '') => ({ ...CODE_CACHE, CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: '/var/run/netns/bench', CNI_IFNAME: 'eth0', CNI_PATH: '/nonexistent', CNI_ARGS: args });
 const call = (bin, command, dataDir, id) => timed([bin], { env: env(command, id), input: conf(dataDir) });
 
 /** Writes `n` reservations in the Go format, as a busy node would have them. */
@@ -75,7 +78,7 @@ function steadyAndFirstCalls() {
     addDel(STANDALONE, saDir, 'warm-sa');
     const samples = { ours: [], sa: [], go: [], floor: [] };
     for (let i = 0; i < ITERATIONS; i++) {
-      samples.floor.push(timed(['node', '-e', '0']));
+      samples.floor.push(timed(['node', '-e', '0'], { env: CODE_CACHE }));
       const o = addDel(OURS, oursDir, `b${i}`);
       samples.ours.push(o.add + o.del);
       const s = addDel(STANDALONE, saDir, `b${i}`);
@@ -109,7 +112,7 @@ function stickyCalls() {
       plain: run(dirs.plain, {}, `p${i}`, `pod-${i}`),
       newPod: run(dirs.newPod, sticky, `n${i}`, `pod-${i}`),
       samePod: run(dirs.samePod, sticky, `s${i}`, 'web-0'),
-      floor: timed(['node', '-e', '0']),
+      floor: timed(['node', '-e', '0'], { env: CODE_CACHE }),
     };
     if (i >= 0) for (const k of Object.keys(s)) samples[k].push(s[k]); // two warm-up rounds
   }
@@ -190,7 +193,7 @@ try {
     ['ours', peakRssKiB([OURS], { env: env('ADD', 'rss'), input: conf(dataDir) })],
     ['standalone', peakRssKiB([STANDALONE], { env: env('ADD', 'rss-sa'), input: conf(dataDir) })],
     ['go', peakRssKiB([GO], { env: env('ADD', 'rss-go'), input: conf(dataDir) })],
-    ['node -e 0', peakRssKiB(['node', '-e', '0'])],
+    ['node -e 0', peakRssKiB(['node', '-e', '0'], { env: CODE_CACHE })],
   ];
   if (rss.every(([, v]) => v !== undefined)) console.log(`\npeak RSS of one ADD: ${rss.map(([k, v]) => `${k} ${v} KiB`).join(', ')}`);
   else console.log('\npeak RSS: /usr/bin/time not installed (apt-get install time)');

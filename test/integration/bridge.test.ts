@@ -503,29 +503,42 @@ describe('concurrency and failure', () => {
     lab.in(lab.host, ['ip', 'link', 'del', 'brtnb']);
   });
 
-  it('ip processes per call: two in the host and one in the container per ADD, one for DEL, bridge new or not', async () => {
-    // An `ip` on PATH that logs the namespace it runs in, then runs the real one.
-    const dir = join(lab.dir, 'counting-ip');
-    const log = join(lab.dir, 'ip-processes');
+  it('processes per call: ADD runs two ip in the host and one that enters the container by name and forks sysctl there; DEL one ip; bridge new or not', async () => {
+    // ip, sysctl and nsenter on PATH that log their name, the namespace they run in and
+    // whether they were asked to enter one (ip -n), then run the real program.
+    const dir = join(lab.dir, 'counting-tools');
+    const log = join(lab.dir, 'processes');
     mkdirSync(dir);
-    const realIp = sh(['sh', '-c', 'command -v ip']).trim();
-    writeFileSync(join(dir, 'ip'), `#!/bin/sh\nreadlink /proc/self/ns/net >> ${log}\nexec ${realIp} "$@"\n`, { mode: 0o755 });
+    for (const tool of ['ip', 'sysctl', 'nsenter']) {
+      const real = sh(['sh', '-c', `command -v ${tool}`]).trim();
+      writeFileSync(join(dir, tool), `#!/bin/sh\necho "${tool} $(readlink /proc/self/ns/net) $1" >> ${log}\nexec ${real} "$@"\n`, { mode: 0o755 });
+    }
     const hostNs = lab.in(lab.host, ['readlink', '/proc/self/ns/net']).trim();
     const env = { PATH: `${dir}:${process.env.PATH}` };
-    const count = async (call: Parameters<Lab['cni']>[0]) => {
+    const run = async (call: Parameters<Lab['cni']>[0], container: string) => {
       writeFileSync(log, '');
       const r = await lab.cni({ ...call, env });
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      const lines = readFileSync(log, 'utf8').trim().split('\n');
-      return { host: lines.filter((l) => l === hostNs).length, container: lines.filter((l) => l !== hostNs).length };
+      const ctrNs = lab.in(container, ['readlink', '/proc/self/ns/net']).trim();
+      return readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .filter((l) => !l.startsWith('nsenter ') || l.split(' ')[1] === hostNs || l.split(' ')[1] === ctrNs) // the lab's own, starting the plugin
+        .map((l) => {
+          const [tool, ns, first] = l.split(' ');
+          const where = ns === hostNs ? 'host' : ns === ctrNs ? 'container' : ns;
+          return `${tool} ${first === '-n' ? 'entering the container' : `in the ${where}`}`;
+        });
     };
     const c = conf('netcount', 'brtcount', {}, [v4(34)]);
     const [a, b] = [lab.netns('counta'), lab.netns('countb')];
+    const add = ['ip in the host', 'ip in the host', 'ip entering the container', 'sysctl in the container'];
     expect(lab.link(lab.host, 'brtcount')).toBeUndefined();
-    expect(await count({ command: 'ADD', conf: c, netns: lab.path(a), id: 'a' })).toEqual({ host: 2, container: 1 }); // new bridge
-    expect(await count({ command: 'ADD', conf: c, netns: lab.path(b), id: 'b' })).toEqual({ host: 2, container: 1 }); // existing bridge
+    expect(await run({ command: 'ADD', conf: c, netns: lab.path(a), id: 'a' }, a)).toEqual(add); // new bridge
+    expect(await run({ command: 'ADD', conf: c, netns: lab.path(b), id: 'b' }, b)).toEqual(add); // existing bridge
     expect(lab.ping(b, '10.77.34.1')).toBe(true);
-    expect(await count({ command: 'DEL', conf: c, netns: lab.path(a), id: 'a' })).toEqual({ host: 1, container: 0 });
+    expect(await run({ command: 'DEL', conf: c, netns: lab.path(a), id: 'a' }, a)).toEqual(['ip in the host']);
     await del(c, b, 'b');
   });
 

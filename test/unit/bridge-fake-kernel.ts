@@ -3,7 +3,9 @@
 // per namespace, records every command and every write to the host's
 // /proc/sys, and can be told to fail a line or hold a program back.
 // Installed with setRunner and setProcSys, so plugin logic runs unchanged against it.
+import { join } from 'node:path';
 import { setProcSys, setRunner, type ProcSys, type RunResult, type Runner } from '../../src/iproute/exec';
+import { setNetnsRunDirs } from '../../src/iproute/netns';
 
 export interface FakeLink {
   ifindex: number;
@@ -51,9 +53,17 @@ export class FakeKernel {
   readonly replies = new Map<string, (r: Recorded) => RunResult>();
   /** IPv6 DAD: an address listed here shows as tentative for `shows` reads, or as dadfailed. */
   readonly dad = new Map<string, { failed?: boolean; shows: number }>();
-  private prev?: { runner: Runner; procSys: ProcSys };
+  private prev?: { runner: Runner; procSys: ProcSys; runDirs?: readonly string[] };
+  /** `ip -n NAME` exits as ip does where it may not remount /sys for the namespace. */
+  ipCannotEnter = false;
+  /** With install({ netnsRunDir }): where `ip -n NAME` finds NAME (namespaces are files there). */
+  private runDir?: string;
 
-  install(): this {
+  /**
+   * `netnsRunDir`: namespaces that are files in this directory have a name
+   * (`ip -n NAME`, `netns exec NAME` lines), as under /run/netns.
+   */
+  install(o: { netnsRunDir?: string } = {}): this {
     const procSys: ProcSys = {
       read: (path) => this.hostSysctlValues.get(path),
       write: (path, value) => {
@@ -71,7 +81,9 @@ export class FakeKernel {
         return this.run([...argv], input);
       }),
       procSys: setProcSys(procSys),
+      runDirs: o.netnsRunDir ? setNetnsRunDirs([o.netnsRunDir]) : undefined,
     };
+    this.runDir = o.netnsRunDir;
     return this;
   }
 
@@ -79,6 +91,7 @@ export class FakeKernel {
     if (!this.prev) return;
     setRunner(this.prev.runner);
     setProcSys(this.prev.procSys);
+    if (this.prev.runDirs) setNetnsRunDirs(this.prev.runDirs);
   }
 
   links(netns = ''): Map<string, FakeLink> {
@@ -100,6 +113,13 @@ export class FakeKernel {
     if (argv[0] === 'nsenter') {
       netns = argv[1].replace('--net=', '');
       argv = argv.slice(3);
+    } else if (argv[0] === 'ip' && argv[1] === '-n') {
+      if (this.ipCannotEnter) {
+        this.calls.push({ argv: full, input });
+        return { stdout: '', stderr: 'mount of /sys failed: Permission denied\n', code: 255 };
+      }
+      netns = this.named(argv[2]);
+      argv = ['ip', ...argv.slice(3)];
     }
     const rec: Recorded = { argv, input, netns };
     this.calls.push(rec);
@@ -113,27 +133,33 @@ export class FakeKernel {
     return { stdout: '', stderr: '', code: 0 };
   }
 
+  /** The namespace path of a name (`ip -n NAME`). */
+  private named(name: string): string {
+    if (!this.runDir) throw new Error(`fake kernel: ip -n ${name} without a netnsRunDir`);
+    return join(this.runDir, name);
+  }
+
   private ipBatch(argv: string[], input: string, netns: string): RunResult {
     const json = argv.includes('-json');
+    // Without -force, ip stops at the first failing line.
+    const force = argv.includes('-force');
     let stdout = '';
     let stderr = '';
     let failed = false;
-    input
-      .trim()
-      .split('\n')
-      .forEach((text, i) => {
-        const injected = this.failures.find((f) => text.includes(f.match) && (f.netns === undefined || f.netns === netns));
-        let out: string | undefined;
-        try {
-          if (injected) throw new Error(injected.msg);
-          out = this.line(text.split(' '), netns);
-        } catch (err) {
-          failed = true;
-          stderr += `${(err as Error).message}\nCommand failed -:${i + 1}\n`;
-          return;
-        }
-        if (out !== undefined && json) stdout += out + '\n';
-      });
+    for (const [i, text] of input.trim().split('\n').entries()) {
+      const injected = this.failures.find((f) => text.includes(f.match) && (f.netns === undefined || f.netns === netns));
+      let out: string | undefined;
+      try {
+        if (injected) throw new Error(injected.msg);
+        out = this.line(text.split(' '), netns);
+      } catch (err) {
+        failed = true;
+        stderr += `${(err as Error).message}\nCommand failed -:${i + 1}\n`;
+        if (force) continue;
+        break;
+      }
+      if (out !== undefined && json) stdout += out + '\n';
+    }
     return { stdout, stderr, code: failed ? 1 : 0 };
   }
 
@@ -150,6 +176,10 @@ export class FakeKernel {
       return l;
     };
     const [obj, verb] = w;
+    if (obj === 'netns' && verb === 'exec' && w[3] === 'sysctl') {
+      this.sysctls.push({ netns: this.named(w[2]), settings: w.filter((a) => a.includes('=')) });
+      return undefined;
+    }
     if (obj === 'link' && verb === 'add') {
       const typeAt = w.indexOf('type');
       const name = opt('name')!;

@@ -10,6 +10,7 @@ import { handle } from '../../src/cni/skel';
 import { bridgePlugin } from '../../src/bridge/plugin';
 import { attachmentTags, hostVethName } from '../../src/bridge/names';
 import { FakeKernel } from './bridge-fake-kernel';
+import { kernelError } from '../../src/bridge/common';
 
 let dir: string;
 let netns: string;
@@ -454,6 +455,71 @@ describe('ADD', () => {
     const mac = r.json.interfaces[2].mac;
     expect(nft[0].input).toContain(`ether saddr ${mac} return`);
     expect(nft[0].input).toContain(`"${hostVethName('c1', 'eth0')}" : jump port-`);
+  });
+});
+
+describe('ADD in a named namespace (a file under ip\'s run directory, as /run/netns/NAME)', () => {
+  beforeEach(() => {
+    kernel.uninstall();
+    kernel = new FakeKernel().install({ netnsRunDir: dir });
+  });
+
+  const CONTAINER_LINES = ['addr add 10.77.9.5/24 dev eth0 broadcast +', 'link set dev eth0 up', 'route append 10.99.0.0/16 via 10.77.9.1 dev eth0', 'addr show dev eth0'];
+
+  it('sets the sysctls and configures the container in one ip process: no nsenter, no sysctl process', async () => {
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(0);
+    expect(kernel.calls.map((c) => c.argv[0])).toEqual(['ip', 'ip', 'ip']);
+    const cont = kernel.calls[2];
+    expect(cont.netns).toBe(netns);
+    // Without -force: ip stops at the first failing line, so a forked child that could not enter cannot run the rest.
+    expect(cont.argv).toEqual(['ip', '-json', '-details', '-batch', '-']);
+    expect(cont.input!.trim().split('\n')).toEqual(['netns exec netns-c1 sysctl -q -e -w net/ipv6/conf/eth0/accept_dad=0 net/ipv4/conf/eth0/arp_notify=1', ...CONTAINER_LINES]);
+    expect(kernel.sysctls).toEqual([{ netns, settings: ['net/ipv6/conf/eth0/accept_dad=0', 'net/ipv4/conf/eth0/arp_notify=1'] }]);
+    expect(r.json.interfaces[2]).toEqual({ name: 'eth0', mac: expect.any(String), sandbox: netns });
+  });
+
+  it('a sysctl that cannot be set stops the batch and undoes everything', async () => {
+    kernel.failures.push({ match: 'netns exec', msg: 'sysctl: permission denied on key "net.ipv4.conf.eth0.arp_notify"', netns });
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.json).toMatchObject({ code: 999, msg: expect.stringMatching(/configuring eth0 in .*netns-c1: ip netns exec netns-c1 sysctl .*permission denied/) });
+    expect(kernel.links(netns).get('eth0')).toBeUndefined();
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('a failing line stops the batch there; the error names it and everything is undone', async () => {
+    kernel.failures.push({ match: 'link set dev eth0 up', msg: 'RTNETLINK answers: No buffer space available', netns });
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.json).toMatchObject({ code: 999, msg: expect.stringMatching(/ip link set dev eth0 up: RTNETLINK answers: No buffer space available/) });
+    expect(kernel.routes.get(netns) ?? []).toEqual([]); // the route line after it never ran
+    expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
+    expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
+  });
+
+  it('where ip may not enter namespaces itself (no mount rights), nsenter and a sysctl process do it, from then on', async () => {
+    kernel.ipCannotEnter = true;
+    const r = await cni({ command: 'ADD', conf: base() });
+    expect(r.code).toBe(0);
+    const ns = kernel.calls.slice(2).map((c) => c.argv.slice(0, 2).join(' '));
+    expect(ns).toEqual(['ip -n', 'sysctl -q', 'ip -json']);
+    expect(kernel.calls.slice(3).every((c) => c.netns === netns)).toBe(true);
+    expect(kernel.ipLines().filter((l) => l.netns === netns).map((l) => l.line)).toEqual(CONTAINER_LINES);
+    expect(kernel.sysctls).toEqual([{ netns, settings: ['net/ipv6/conf/eth0/accept_dad=0', 'net/ipv4/conf/eth0/arp_notify=1'] }]);
+    // The next call does not try ip -n again.
+    kernel.calls.length = 0;
+    expect((await cni({ command: 'DEL', conf: base(), id: 'other' })).code).toBe(0);
+    expect((await cni({ command: 'ADD', conf: base(), id: 'c2' })).code).toBe(0);
+    expect(kernel.calls.filter((c) => c.argv[1] === '-n')).toEqual([]);
+  });
+});
+
+describe('kernelError', () => {
+  it('names a tool that is not installed, from a sync or an async spawn', () => {
+    for (const syscall of ['spawnSync ip', 'spawn ip']) {
+      const e = Object.assign(new Error(`${syscall} ENOENT`), { code: 'ENOENT', syscall });
+      expect(kernelError('configuring eth0', e).message).toBe('configuring eth0: ip is not installed (not found in PATH)');
+    }
   });
 });
 

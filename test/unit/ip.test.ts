@@ -19,12 +19,26 @@ describe('IP.parse / toString', () => {
     expect(ip.toString()).toBe(canonical);
   });
 
-  it.each(['', '10.1.2', '10.1.2.3.4', '010.1.2.3', '256.1.1.1', '10.1.2.3 ', '0x0a.1.2.3', 'fe80::1%eth0', '1::2::3', 'fd00::/64', 'abc'])(
+  it.each(['', '10.1.2', '10.1.2.3.4', '010.1.2.3', '256.1.1.1', '10.1.2.3 ', '0x0a.1.2.3', 'fe80::1%eth0', '1::2::3', 'fd00::/64', 'abc',
+    '10..1.2', '.1.2.3', '1.2.3.', '1.2.3.4.', '00.1.2.3', '1.2.3.04', '1234.1.1.1', '+1.2.3.4', '1.2.3.\u0663', '1.2.3.4\n'])(
     'rejects %j',
     (text) => {
       expect(IP.parse(text)).toBeUndefined();
     },
   );
+
+  it('reads dotted quads exactly as Go does: four decimal parts of 0-255, no leading zeros', () => {
+    const goIPv4 = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/;
+    const accepts = (t: string) => goIPv4.test(t) && t.split('.').every((p) => Number(p) <= 255);
+    const part = fc.oneof(fc.nat(300).map(String), fc.constantFrom('00', '01', '007', '', '1000'));
+    const quadLike = fc.array(part, { minLength: 3, maxLength: 5 }).map((parts) => parts.join('.'));
+    fc.assert(
+      fc.property(fc.oneof(quadLike, fc.stringMatching(/^[0-9.]{0,16}$/)), (text) => {
+        expect(IP.parse(text)?.toString() ?? null).toBe(accepts(text) ? text : null);
+      }),
+      { numRuns: 5000 },
+    );
+  });
 
   it('round-trips every IPv4 and IPv6 value', () => {
     fc.assert(
