@@ -14,7 +14,7 @@ import { IP, Prefix } from '../net/ip';
 import { parseBridgeConfig, type BridgeConfig } from './config';
 import { planIpam, callIpam } from './ipam';
 import { attachmentTags, hostVethName } from './names';
-import { kernelError } from './common';
+import { kernelError } from './kernel-error';
 
 const drift = (msg: string) => new CniError(ErrorCode.Internal, msg);
 

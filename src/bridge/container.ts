@@ -11,7 +11,7 @@ import { firstLink, linkSet, showDev, type IpLink } from '../iproute/link';
 import { routeAppend } from '../iproute/route';
 import type { BridgeConfig } from './config';
 import { familyOfText, routeGateway, type AddressPlan } from './plan';
-import { kernelError } from './common';
+import { kernelError } from './kernel-error';
 import { mark } from './trace';
 
 /** How long `enabledad` waits for IPv6 duplicate address detection. */

@@ -14,7 +14,7 @@ import { settleAll } from '../util/settle';
 import { parseBridgeConfig } from './config';
 import { planIpam, callIpam } from './ipam';
 import { attachmentTags, hostVethName } from './names';
-import { kernelError } from './common';
+import { kernelError } from './kernel-error';
 import { mark } from './trace';
 
 export async function del(req: Request): Promise<void> {

@@ -13,7 +13,7 @@ import { linkDel, showVethPorts, type IpLink } from '../iproute/link';
 import { parseBridgeConfig } from './config';
 import { planIpam, callIpam, ipamSpeaks11, type IpamPlan } from './ipam';
 import { attachmentTags, hostVethName, isHostVethName, netTag, parseVethAlias } from './names';
-import { kernelError } from './common';
+import { kernelError } from './kernel-error';
 import { settleAll } from '../util/settle';
 
 export async function gc(req: Request): Promise<void> {

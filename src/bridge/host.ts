@@ -16,7 +16,7 @@ import { randomMac } from '../net/mac';
 import type { BridgeConfig } from './config';
 import type { AddressPlan, GatewayAddr } from './plan';
 import { vlanGatewayName, vlanGatewayPeerName } from './names';
-import { kernelError } from './common';
+import { kernelError } from './kernel-error';
 import type { Undo } from './undo';
 import { mark } from './trace';
 

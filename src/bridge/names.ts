@@ -47,3 +47,6 @@ export function parseVethAlias(alias: string): Tags | undefined {
   const m = /^cni-ts:([0-9a-f]{8}):([0-9a-f]{20})$/.exec(alias);
   return m ? { netTag: m[1], attTag: m[2] } : undefined;
 }
+
+/** The readable part of a masquerade rule's comment, for operators. */
+export const masqLabel = (network: string, containerId: string, ifname: string) => `net=${network} id=${containerId} if=${ifname}`;

@@ -1,5 +1,5 @@
 // bridge's operator commands.
-import { baseProgram, runProgram } from './common';
+import { baseProgram, runProgram } from './program';
 import { attachmentTags, hostVethName, netTag } from '../bridge/names';
 import { formatTable } from '../util/table';
 

@@ -2,7 +2,7 @@
 // (ls) and src/repair (repair, loaded only by that command: it brings the
 // CRI client and its gRPC library).
 import { InvalidArgumentError } from 'commander';
-import { baseProgram, runProgram } from './common';
+import { baseProgram, runProgram } from './program';
 import { DEFAULT_DATA_DIR } from '../ipam/config';
 import { formatListing, listReservations } from '../ipam/ls';
 

@@ -1,7 +1,7 @@
 // vxlan-flannel's command line: the node daemon and the operator commands.
 // Parses flags and prints; the work is in src/flannel.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { baseProgram, runProgram } from './common';
+import { baseProgram, runProgram } from './program';
 import { boolOption, collect, optionsFromEnv } from './flanneld-flags';
 import { IP, Prefix } from '../net/ip';
 import { formatLeases, leaseRows, releaseSubnet } from '../flannel/leases';

@@ -5,12 +5,12 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { handle } from '../../src/cni/skel';
 import { bridgePlugin } from '../../src/bridge/plugin';
 import { attachmentTags, hostVethName } from '../../src/bridge/names';
 import { FakeKernel } from './bridge-fake-kernel';
-import { kernelError } from '../../src/bridge/common';
+import { kernelError } from '../../src/bridge/kernel-error';
 
 let dir: string;
 let netns: string;
@@ -76,8 +76,15 @@ async function cni({ command, conf, id = 'c1', ifname = 'eth0', args, ns = netns
     PATH: process.env.PATH,
     ...(args ? { CNI_ARGS: args } : {}),
   };
-  const out = await handle(bridgePlugin, env, () => JSON.stringify(conf));
-  return { code: out.exitCode, json: out.stdout ? JSON.parse(out.stdout) : undefined };
+  // What the plugin writes to stderr (its diagnostics, provoked here on purpose) is kept with the result, not printed.
+  let stderr = '';
+  const spy = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((stderr += String(s)), true));
+  try {
+    const out = await handle(bridgePlugin, env, () => JSON.stringify(conf));
+    return { code: out.exitCode, json: out.stdout ? JSON.parse(out.stdout) : undefined, stderr };
+  } finally {
+    spy.mockRestore();
+  }
 }
 
 /**
@@ -383,6 +390,7 @@ describe('ADD', () => {
     const bad = await cni({ command: 'ADD', conf: base({ enabledad: true }) });
     expect(bad.code).toBe(1);
     expect(bad.json.msg).toMatch(/duplicate address detection failed on eth0 for fd77:9::5\/64 \(DADFAILED\)/);
+    expect(bad.stderr).toMatch(/^bridge: IPv6 duplicate address detection failed on eth0/);
     expect(kernel.links('').has(hostVethName('c1', 'eth0'))).toBe(false);
     expect(ipamLog()).toEqual(['ADD c1 eth0', 'DEL c1 eth0']);
   });

@@ -1,4 +1,4 @@
-// Shared pieces of the plugins' command lines.
+// The frame every plugin's command line shares: name, version, help, and one-line errors.
 import { Command } from 'commander';
 import { SUPPORTED_VERSIONS } from '../cni/version';
 

@@ -1,4 +1,5 @@
-// Small pieces shared by the bridge's commands.
+// A failed kernel-facing step (ip, nsenter, iptables, nft) as the CNI error
+// the bridge's commands report.
 import { CniError, ErrorCode } from '../cni/errors';
 
 /** A failed kernel-facing step as a CNI error naming the step; the tool's own words go in the message. */
@@ -11,5 +12,3 @@ export function kernelError(what: string, err: unknown): CniError {
   return new CniError(ErrorCode.Internal, `${what}: ${e?.message ?? String(err)}`);
 }
 
-/** The readable part of a rule comment. */
-export const masqLabel = (network: string, containerId: string, ifname: string) => `net=${network} id=${containerId} if=${ifname}`;
