@@ -8,6 +8,7 @@ import { parseNetConf } from '../../src/cni/config';
 import { parseCniArgs } from '../../src/cni/args';
 import { CniError } from '../../src/cni/errors';
 import type { RangeSet } from '../../src/ipam/range';
+import { thrown } from '../support/expect';
 
 /** An in-memory store that behaves like the disk one. */
 class FakeStore implements ReservationStore {
@@ -40,15 +41,6 @@ const req = (s: RangeSet[], owner: Owner, more: Partial<AllocationRequest> = {})
 });
 const addresses = (xs: { ip: IP }[]) => xs.map((x) => x.ip.toString());
 
-function failure(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof CniError) return err;
-    throw err;
-  }
-  throw new Error('expected a CniError');
-}
 
 describe('allocate', () => {
   it('goes round-robin from the last reservation and records it', () => {
@@ -74,7 +66,7 @@ describe('allocate', () => {
     const store = new FakeStore();
     const s = sets([[{ subnet: '10.0.0.0/29' }]]);
     allocate(store, req(s, a, { requested: new Map([[0, ip('10.0.0.4')]]) }));
-    const err = failure(() => allocate(store, req(s, b, { requested: new Map([[0, ip('10.0.0.4')]]) })));
+    const err = thrown(CniError, () => allocate(store, req(s, b, { requested: new Map([[0, ip('10.0.0.4')]]) })));
     expect(err.code).toBe(11);
     expect(err.message).toMatch(/10.0.0.4 is already reserved by container a \(eth0\)/);
   });
@@ -83,7 +75,7 @@ describe('allocate', () => {
     const store = new FakeStore();
     const s = sets([[{ subnet: '10.0.0.0/29' }], [{ subnet: '10.1.0.0/30' }]]); // the /30 has one usable address
     allocate(store, req(s, a));
-    const err = failure(() => allocate(store, req(s, b)));
+    const err = thrown(CniError, () => allocate(store, req(s, b)));
     expect(err.code).toBe(50);
     expect(err.message).toBe('no IP addresses available in range set 10.1.0.1-10.1.0.2');
     expect([...store.held.values()].every((o) => ownerEquals(o, a))).toBe(true);
@@ -125,7 +117,7 @@ describe('allocate with parked addresses', () => {
     parkedBy(store, { containerId: 'old', ifname: 'eth0' }, '10.0.0.5');
     const until = Date.parse('2030-01-02T03:04:05Z');
     const parked: ParkedAddresses = { ...NOTHING_PARKED, holderOf: (x) => (x.equals(ip('10.0.0.5')) ? { pod: 'ns/web-0', until } : undefined) };
-    const err = failure(() => allocate(store, req(s, a, { requested: new Map([[0, ip('10.0.0.5')]]), parked })));
+    const err = thrown(CniError, () => allocate(store, req(s, a, { requested: new Map([[0, ip('10.0.0.5')]]), parked })));
     expect(err.code).toBe(11);
     expect(err.message).toBe('requested IP 10.0.0.5 is parked for pod ns/web-0 until 2030-01-02T03:04:05.000Z (range set 10.0.0.1-10.0.0.6)');
   });
@@ -136,7 +128,7 @@ describe('allocate with parked addresses', () => {
     store.reserve(ip('10.1.0.2'), b); // the second set is full
     parkedBy(store, { containerId: 'old', ifname: 'eth0' }, '10.0.0.5');
     const parked: ParkedAddresses = { ...NOTHING_PARKED, mine: [ip('10.0.0.5')] };
-    expect(failure(() => allocate(store, req(tight, a, { parked }))).code).toBe(50);
+    expect(thrown(CniError, () => allocate(store, req(tight, a, { parked }))).code).toBe(50);
     expect(store.ownerOf(ip('10.0.0.5'))).toBeUndefined();
   });
 });

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CriClient, CriError } from '../../src/runtime/cri';
 import { serveCri, type CriHandlers } from '../support/cri-standin';
+import { rejected } from '../support/expect';
 
 const dir = mkdtempSync(join(tmpdir(), 'cri-client-'));
 const received: [string, unknown][] = [];
@@ -81,15 +82,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function failure(p: Promise<unknown>): Promise<CriError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof CriError) return err;
-    throw err;
-  }
-  throw new Error('expected a CriError');
-}
 
 describe('CriClient against a runtime', () => {
   it('Version, at unix:///path and at a bare path', async () => {
@@ -129,7 +121,7 @@ describe('CriClient against a runtime', () => {
   });
 
   it("passes on the runtime's own error as an answered failure naming the endpoint and the call", async () => {
-    const err = await failure(client(CRI_SOCK).podSandboxStatus('zzz'));
+    const err = await rejected(CriError, client(CRI_SOCK).podSandboxStatus('zzz'));
     expect([err.unavailable, err.grpcCode, err.message]).toEqual([false, status.NOT_FOUND, `container runtime at ${CRI_SOCK}: PodSandboxStatus failed: sandbox zzz not found`]);
   });
 });
@@ -137,7 +129,7 @@ describe('CriClient against a runtime', () => {
 describe('CriClient when the runtime does not answer: an error, never an empty list', () => {
   it('no socket', async () => {
     const endpoint = `unix://${join(dir, 'missing.sock')}`;
-    const err = await failure(client(endpoint).listPodSandboxes());
+    const err = await rejected(CriError, client(endpoint).listPodSandboxes());
     expect(err.unavailable).toBe(true);
     expect(err.message).toMatch(new RegExp(`^container runtime at ${endpoint} does not answer \\(ListPodSandbox: .*ENOENT`));
     expect(err.message).not.toMatch(/Resolution note/);
@@ -148,17 +140,17 @@ describe('CriClient when the runtime does not answer: an error, never an empty l
     const listenThenDie = `require('node:net').createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, 'SIGKILL'))`;
     spawnSync(process.execPath, ['-e', listenThenDie]);
     expect(statSync(sock).isSocket()).toBe(true);
-    const err = await failure(client(sock).listPodSandboxes());
+    const err = await rejected(CriError, client(sock).listPodSandboxes());
     expect([err.unavailable, err.message]).toEqual([true, expect.stringMatching(/does not answer \(ListPodSandbox: .*ECONNREFUSED/)]);
   });
 
   it('a socket that accepts and never answers: a timeout', async () => {
-    const err = await failure(client(SILENT_SOCK, 300).listPodSandboxes());
+    const err = await rejected(CriError, client(SILENT_SOCK, 300).listPodSandboxes());
     expect([err.unavailable, err.grpcCode, err.message]).toEqual([true, status.DEADLINE_EXCEEDED, `container runtime at ${SILENT_SOCK} did not answer ListPodSandbox within 0.3 s`]);
   });
 
   it('a gRPC server without runtime.v1 (wrong service)', async () => {
-    const err = await failure(client(OTHER_SOCK).listPodSandboxes());
+    const err = await rejected(CriError, client(OTHER_SOCK).listPodSandboxes());
     expect([err.unavailable, err.grpcCode]).toEqual([true, status.UNIMPLEMENTED]);
     expect(err.message).toMatch(new RegExp(`^${OTHER_SOCK} does not serve the CRI runtime.v1 RuntimeService \\(ListPodSandbox: `));
   });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { delegate } from '../../src/cni/delegate';
 import { CniError } from '../../src/cni/errors';
+import { rejected } from '../support/expect';
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'delegate-'));
 /** A fake plugin: records its env and stdin, then prints what the test asked for. */
@@ -21,15 +22,6 @@ beforeAll(() => {
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const conf = { cniVersion: '1.0.0', name: 'n', type: 'good' };
-async function error(p: Promise<unknown>): Promise<CniError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof CniError) return err;
-    throw err;
-  }
-  throw new Error('expected a CniError');
-}
 
 describe('delegate', () => {
   it('runs the plugin from CNI_PATH with our env, its command and the config on stdin', async () => {
@@ -41,7 +33,7 @@ describe('delegate', () => {
   });
 
   it("keeps a delegate's error code and message, naming the plugin", async () => {
-    const err = await error(delegate({ command: 'DEL', type: 'fails', conf, path: [dir] }));
+    const err = await rejected(CniError, delegate({ command: 'DEL', type: 'fails', conf, path: [dir] }));
     expect([err.code, err.message, err.details]).toEqual([11, 'fails: busy', 'try later']);
   });
 
@@ -49,7 +41,7 @@ describe('delegate', () => {
     // The delegate's stderr is passed on to ours (captured here: the crash is provoked on purpose).
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
-      const err = await error(delegate({ command: 'ADD', type: 'crashes', conf, path: [dir] }));
+      const err = await rejected(CniError, delegate({ command: 'ADD', type: 'crashes', conf, path: [dir] }));
       expect(err.code).toBe(999);
       expect(err.details).toMatch(/panic: oops/);
       expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toBe('panic: oops\n');
@@ -63,7 +55,7 @@ describe('delegate', () => {
     ['../etc/passwd', [dir], 7, /field "ipam.type" "..\/etc\/passwd" is not a valid plugin name/],
     ['good', [], 4, /CNI_PATH is not set/],
   ])('%s with CNI_PATH %j → code %i', async (type, path, code, message) => {
-    const err = await error(delegate({ command: 'ADD', type, field: 'ipam.type', conf, path }));
+    const err = await rejected(CniError, delegate({ command: 'ADD', type, field: 'ipam.type', conf, path }));
     expect(err.code).toBe(code);
     expect(err.message).toMatch(message);
   });

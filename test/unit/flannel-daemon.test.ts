@@ -15,6 +15,7 @@ import { RunResult, Runner, setRunner } from '../../src/iproute/exec';
 import { Prefix } from '../../src/net/ip';
 import { FakeFirewall } from './fake-firewall';
 import { MemStore } from './flannel-mem-store';
+import { until } from '../support/expect';
 
 // ---------------------------------------------------------------------------
 // The node: a model of what the daemon runs (`ip`, `bridge`; the firewall
@@ -292,7 +293,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
       'reconcile failed: flannel.1 peers: ip route replace 10.88.2.0/24 via 10.88.2.0 dev flannel.1 onlink: Error: Nexthop has invalid gateway.; retrying on each reconcile',
     ]);
     node.failLine = undefined;
-    await waitUntil('the route', () => node.has('10.88.2.0/24', peerMac(2), '192.168.88.2'), 1000);
+    await until('the route', () => node.has('10.88.2.0/24', peerMac(2), '192.168.88.2'), 1000);
     await new Promise((r) => setTimeout(r, 100));
     expect(logs.filter((l) => l.includes('programmed again'))).toEqual(['flannel.1: every peer is programmed again']);
     // the watch's reconnect attempts while etcd is away: each message once, not per attempt
@@ -316,7 +317,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.createDelayMs = 200; // SIGTERM arrives while etcd writes our new lease
     const d = daemon({ releaseOnExit: true });
     const started = d.start().then(() => 'running', (err: Error) => err.message);
-    await waitUntil('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')), 1000);
+    await until('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')), 1000);
     await d.stop();
     expect(await started).toBe('stopped while starting');
     expect([...store.entries.keys()]).toEqual([]);
@@ -329,7 +330,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.down = true;
     const d = daemon({ releaseOnExit: true });
     const started = d.start().catch((err: Error) => err.message);
-    await waitUntil('the first failure', () => logs.some((l) => l.startsWith('cannot read the network config')), 1000);
+    await until('the first failure', () => logs.some((l) => l.startsWith('cannot read the network config')), 1000);
     const t0 = Date.now();
     await d.stop();
     expect(Date.now() - t0).toBeLessThan(500);
@@ -341,7 +342,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);
     await daemon().start(); // periodic reconcile: every 60 s
-    await waitUntil('the peer that joined before the watch to be programmed', () => node.has('10.88.3.0/24', peerMac(3), '192.168.88.3'), 1000);
+    await until('the peer that joined before the watch to be programmed', () => node.has('10.88.3.0/24', peerMac(3), '192.168.88.3'), 1000);
     expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
   });
 
@@ -403,7 +404,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(restores()).toBe(before);
     // a rule deleted by hand comes back
     fw.ipt.get('4 filter')!.get('FORWARD')!.length = 0;
-    await waitUntil('the FORWARD jump to be put back', () => fw.rules(4).includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD'), 1000);
+    await until('the FORWARD jump to be put back', () => fw.rules(4).includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD'), 1000);
     expect(logs).toContain('IPv4 forward rules (iptables) had been changed or removed: put back');
     await daemons.pop()!.stop();
     expect(fw.rules(4)).toEqual(rules); // a plain stop leaves them, as flanneld does
@@ -447,17 +448,9 @@ describe('the daemon (in-memory store, model of the node)', () => {
     node.links.delete('flannel.1');
     expect(await d.health()).toMatch(/^no VTEP holds 10\.88\.\d+\.0\/32/);
     store.put('10.88.200.0-24', peerValue(9), 600); // any change: a reconcile repairs the VTEP
-    await waitUntil('the VTEP to be repaired', () => node.links.has('flannel.1'), 1000);
+    await until('the VTEP to be repaired', () => node.links.has('flannel.1'), 1000);
     expect(await d.health()).toBeUndefined();
     await d.stop();
     expect([await d.health(), d.ready()]).toEqual(['stopping', false]);
   });
 });
-
-async function waitUntil(what: string, fn: () => boolean, timeoutMs: number): Promise<void> {
-  const t0 = Date.now();
-  while (!fn()) {
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

@@ -17,20 +17,13 @@ import type { LeaseAttrs } from '../../src/flannel/lease';
 import { parseNetworkConfig } from '../../src/flannel/netconfig';
 import { KubeApiServer, startKubeApiServer } from '../support/kube-apiserver';
 import { kubeconfigYaml } from '../support/kubeconfig';
+import { until } from '../support/expect';
 
 const P = 'flannel.alpha.coreos.com';
 const TOKEN = 'flannel-sa-token';
 const CFG = parseNetworkConfig('{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan"}}');
 const DUAL = parseNetworkConfig('{"Network":"10.244.0.0/16","EnableIPv6":true,"IPv6Network":"fd00:10:244::/56","Backend":{"Type":"vxlan"}}');
 
-const until = async (what: string, fn: () => boolean | Promise<boolean>, ms = 3000) => {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return Date.now() - t0;
-};
 
 const attrs = (mac = '0a:00:00:00:00:01'): LeaseAttrs => ({ publicIP: IP.parse('192.168.88.1')!, backendType: 'vxlan', vni: 1, vtepMAC: mac });
 

@@ -3,20 +3,12 @@ import { loadIpamConfig, loadStoreLocation } from '../../src/ipam/config';
 import { parseNetConf } from '../../src/cni/config';
 import { parseCniArgs } from '../../src/cni/args';
 import { CniError } from '../../src/cni/errors';
+import { thrown } from '../support/expect';
 
 const conf = (ipam: object, extra: object = {}) =>
   parseNetConf(JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'host-local', ipam: { type: 'host-local', ...ipam }, ...extra }));
 const load = (ipam: object, extra: object = {}, args = '') => loadIpamConfig(conf(ipam, extra), parseCniArgs(args));
 
-function failure(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof CniError) return err;
-    throw err;
-  }
-  throw new Error('expected a CniError');
-}
 
 describe('host-local config', () => {
   it('applies the reference defaults', () => {
@@ -60,13 +52,13 @@ describe('host-local config', () => {
     [{ ranges: [[{ subnet: '10.0.0.0/24' }]], routes: [{ dst: 'x' }] }, /routes\[0\].dst/],
     [{ ranges: [[{ subnet: '10.0.0.0/24' }]], routes: [{ dst: '0.0.0.0/0', gw: 'fd00::1' }] }, /routes\[0\].gw/],
   ])('rejects %j with code 7', (ipam, message) => {
-    const err = failure(() => load(ipam));
+    const err = thrown(CniError, () => load(ipam));
     expect(err.code).toBe(7);
     expect(err.message).toMatch(message);
   });
 
   it('refuses two range sets of one family below 0.3.0', () => {
-    const err = failure(() =>
+    const err = thrown(CniError, () =>
       loadIpamConfig(
         parseNetConf(JSON.stringify({ cniVersion: '0.2.0', name: 'n', ipam: { ranges: [[{ subnet: '10.0.0.0/24' }], [{ subnet: '10.1.0.0/24' }]] } })),
         parseCniArgs(''),
@@ -94,7 +86,7 @@ describe('host-local config', () => {
       ['IP=10.5.0.2,10.5.0.3', 7, /both in range set/],
       ['IP=nonsense', 4, /CNI_ARGS IP: "nonsense" is not an IP address/],
     ])('%s fails with code %i', (args, code, message) => {
-      const err = failure(() => load(ipam, {}, args));
+      const err = thrown(CniError, () => load(ipam, {}, args));
       expect(err.code).toBe(code);
       expect(err.message).toMatch(message);
     });
@@ -102,6 +94,6 @@ describe('host-local config', () => {
 
   it('DEL needs only the location, even when ranges are missing', () => {
     expect(loadStoreLocation(conf({ dataDir: '/tmp/x/' }))).toEqual({ network: 'n', dataDir: '/tmp/x', lockTimeoutMs: 10000 });
-    expect(failure(() => loadStoreLocation(parseNetConf('{"cniVersion":"1.0.0","name":"n"}'))).code).toBe(7);
+    expect(thrown(CniError, () => loadStoreLocation(parseNetConf('{"cniVersion":"1.0.0","name":"n"}'))).code).toBe(7);
   });
 });

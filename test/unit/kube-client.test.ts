@@ -17,6 +17,7 @@ import { KubeApiServer, startKubeApiServer } from '../support/kube-apiserver';
 import { TestCA } from '../support/pki';
 import { kubeconfigYaml } from '../support/kubeconfig';
 import { tempDir } from '../integration/helpers';
+import { rejected } from '../support/expect';
 
 const FLANNEL_USER = 'system:serviceaccount:kube-flannel:flannel';
 
@@ -155,10 +156,9 @@ describe('the Kubernetes client', () => {
     it('with --kube-api-url alone: no credentials (the server says 401, and the error says so)', async () => {
       const conn = await loadKubeConnection({ apiUrl: server.url + '/' });
       expect(conn.server).toBe(server.url);
-      const err = await failure(client({ ...conn, ca: Buffer.from(ca.caPem) }).listNodes());
-      expect(err).toBeInstanceOf(KubeApiError);
-      expect((err as KubeApiError).status).toBe(401);
-      expect((err as Error).message).toBe(`GET ${server.url}/api/v1/nodes: 401 Unauthorized: Unauthorized`);
+      const err = await rejected(KubeApiError, client({ ...conn, ca: Buffer.from(ca.caPem) }).listNodes());
+      expect(err.status).toBe(401);
+      expect(err.message).toBe(`GET ${server.url}/api/v1/nodes: 401 Unauthorized: Unauthorized`);
     });
 
     it.each([
@@ -169,9 +169,8 @@ describe('the Kubernetes client', () => {
       ['a cert without its key', kubeconfigYaml({ server: 'https://h:6443', clientCertPem: 'x' }), /needs its key/],
       ['a server that is no URL', kubeconfigYaml({ server: 'h:6443' }), /cluster "stand-in" server: "h:6443" must be an http or https URL/],
     ])('refuses %s, naming the file', async (_what, text, msg) => {
-      const err = await failure(loadKubeConnection({ kubeconfigFile: file('kc-bad', text) }));
-      expect(err).toBeInstanceOf(KubeConfigError);
-      expect((err as Error).message).toMatch(msg);
+      const err = await rejected(KubeConfigError, loadKubeConnection({ kubeconfigFile: file('kc-bad', text) }));
+      expect(err.message).toMatch(msg);
     });
 
     it('refuses a missing file and a bad --kube-api-url', async () => {
@@ -183,25 +182,25 @@ describe('the Kubernetes client', () => {
   describe('TLS and errors', () => {
     it('refuses a server whose certificate the CA did not sign, naming the URL and the CA', async () => {
       const conn = await loadKubeConnection({ kubeconfigFile: file('kc-wrong-ca', kubeconfigYaml({ server: server.url, caFile: otherCA.caFile, token: 'admin-token' })) });
-      const err = await failure(client(conn).getNode('n1'));
+      const err = await rejected(KubeApiError, client(conn).getNode('n1'));
       expect(err.message).toMatch(new RegExp(`^GET ${server.url}/api/v1/nodes/n1: TLS: the server's certificate is not trusted \\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)`));
       expect(err.message).toContain(`checked against the CA in ${otherCA.caFile}`);
     });
 
     it('names the URL and the status of an error answer', async () => {
       const c = client({ server: server.url, ca: Buffer.from(ca.caPem), token: () => 'admin-token', description: 'test' });
-      const err = await failure(c.getNode('zz'));
+      const err = await rejected(KubeApiError, c.getNode('zz'));
       expect(err.message).toBe(`GET ${server.url}/api/v1/nodes/zz: 404 NotFound: nodes "zz" not found`);
       expect([err.status, err.reason]).toEqual([404, 'NotFound']);
     });
 
     it('names the URL when nothing listens, and when the server never answers', async () => {
       const closed = await freePort();
-      const err = await failure(client({ server: `https://127.0.0.1:${closed}`, description: 'test' }).listNodes());
+      const err = await rejected(KubeApiError, client({ server: `https://127.0.0.1:${closed}`, description: 'test' }).listNodes());
       expect(err.message).toBe(`GET https://127.0.0.1:${closed}/api/v1/nodes: connect ECONNREFUSED 127.0.0.1:${closed}`);
       const silent = await silentServer();
       try {
-        const slow = await failure(client({ server: `http://127.0.0.1:${silent.port}`, description: 'test' }, { timeoutMs: 300 }).getNode('n1'));
+        const slow = await rejected(KubeApiError, client({ server: `http://127.0.0.1:${silent.port}`, description: 'test' }, { timeoutMs: 300 }).getNode('n1'));
         expect(slow.message).toBe(`GET http://127.0.0.1:${silent.port}/api/v1/nodes/n1: no answer within 0.3 s`);
       } finally {
         silent.close();
@@ -235,7 +234,7 @@ describe('the Kubernetes client', () => {
     });
 
     it('is refused a patch of the Node itself (kube-flannel\'s role has only nodes/status), with the server\'s reason', async () => {
-      const err = await failure(c.patchNode('n1', { metadata: { labels: { a: 'b' } } }));
+      const err = await rejected(KubeApiError, c.patchNode('n1', { metadata: { labels: { a: 'b' } } }));
       expect([err.status, err.reason]).toEqual([403, 'Forbidden']);
       expect(err.message).toMatch(/PATCH https:\/\/127\.0\.0\.1:\d+\/api\/v1\/nodes\/n1: 403 Forbidden: nodes "n1" is forbidden: User "system:serviceaccount:kube-flannel:flannel" cannot patch resource "nodes"/);
     });
@@ -252,14 +251,6 @@ describe('the Kubernetes client', () => {
 });
 
 /** The error `p` rejects with; fails the test when it does not. */
-async function failure(p: Promise<unknown>): Promise<KubeApiError> {
-  try {
-    await p;
-  } catch (err) {
-    return err as KubeApiError;
-  }
-  throw new Error('expected a failure, got success');
-}
 
 /** A port nothing listens on (just closed). */
 async function freePort(): Promise<number> {

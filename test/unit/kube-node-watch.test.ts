@@ -9,15 +9,8 @@ import { createServer } from 'node:net';
 import { KubeClient } from '../../src/flannel/kube/client';
 import { NodeChange, NodeWatch } from '../../src/flannel/kube/node-watch';
 import { KubeApiServer, RequestRecord, startKubeApiServer } from '../support/kube-apiserver';
+import { until } from '../support/expect';
 
-const until = async (what: string, fn: () => boolean | Promise<boolean>, ms = 3000) => {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return Date.now() - t0;
-};
 
 const node = (name: string) => ({ metadata: { name, annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': 'true' } }, spec: { podCIDR: '10.244.1.0/24' } });
 

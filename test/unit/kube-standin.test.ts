@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import { KubeApiServer, startKubeApiServer } from '../support/kube-apiserver';
 import { PatchError, jsonPatch, mergePatch, strategicMergePatch } from '../support/kube-patch';
+import { until } from '../support/expect';
 
 interface Answer {
   status: number;
@@ -48,13 +49,6 @@ function watch(base: string, query: string) {
   return { events, ended, close: () => res?.destroy() };
 }
 
-const until = async (what: string, fn: () => boolean, ms = 2000) => {
-  const t0 = Date.now();
-  while (!fn()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 const node = (name: string, extra: object = {}) => ({ metadata: { name, labels: { role: 'worker' } }, spec: { podCIDR: '10.244.1.0/24' }, ...extra });
 const strategic = { 'content-type': 'application/strategic-merge-patch+json' };
