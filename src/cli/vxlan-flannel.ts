@@ -4,13 +4,13 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './program';
 import { boolOption, collect, optionsFromEnv } from './flanneld-flags';
 import { IP, Prefix } from '../net/ip';
-import { formatLeases, leaseRows, releaseSubnet } from '../flannel/leases';
+import { formatLeases, leaseRows, releaseSubnet } from '../flannel/commands/leases';
 import { NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
-import { withStore } from '../flannel/open-store';
-import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store';
+import { withStore } from '../flannel/store/open-store';
+import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store/store';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
 import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
-import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube-manager';
+import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube/kube-manager';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -164,7 +164,7 @@ export async function main(argv: string[]): Promise<void> {
   ));
   daemon.hook('preAction', (cmd) => optionsFromEnv(cmd, 'FLANNELD'));
   daemon.action(async (o: DaemonFlags) => {
-    const { runDaemon } = await import('../flannel/run-daemon');
+    const { runDaemon } = await import('../flannel/daemon/run-daemon');
     process.exit(
       await runDaemon({
         iface: o.iface,
@@ -274,10 +274,10 @@ export async function main(argv: string[]): Promise<void> {
       .option('--subnet-file <path>', 'subnet.env of this node', DEFAULT_SUBNET_FILE)
       .option('--json', 'print JSON'),
   )).action(async (o: StoreFlags & KubeFlags & { subnetFile: string; json?: boolean }) => {
-    const { collectStatus, formatStatus } = await import('../flannel/status');
+    const { collectStatus, formatStatus } = await import('../flannel/commands/status');
     const kube = kubeOptions(o);
     const report = kube
-      ? await (await import('../flannel/kube-status')).withKubeStatus(kube, (source) => collectStatus(source, o.subnetFile))
+      ? await (await import('../flannel/commands/kube-status')).withKubeStatus(kube, (source) => collectStatus(source, o.subnetFile))
       : await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
     process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
     if (report.problems.length) process.exitCode = 1;

@@ -3,7 +3,7 @@
 // only then, so CNI calls never parse commander or the etcd/grpc client.
 import { runCni } from '../cni/skel';
 import { isCniInvocation } from '../cni/env';
-import { flannelPlugin } from '../flannel/cni';
+import { flannelPlugin } from '../flannel/plugin/cni';
 import { runEmbeddedCli } from '../cli/embedded';
 
 if (isCniInvocation(process.env, process.argv.slice(2))) void runCni(flannelPlugin);

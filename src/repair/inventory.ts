@@ -15,11 +15,11 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { validateNetworkName, type Json, type NetConf } from '../cni/config';
-import { readCachedAttachments } from '../cni/results-cache';
-import type { NetworkConfigList } from '../cni/conf-dir';
+import { readCachedAttachments } from '../libcni/results-cache';
+import type { NetworkConfigList } from '../libcni/conf-dir';
 import { loadStoreLocation } from '../ipam/config';
 import { NetworkPool } from '../ipam/network-pool';
-import { loadFlannelConf, savedConfigs } from '../flannel/cni';
+import { loadFlannelConf, savedConfigs } from '../flannel/plugin/cni';
 
 export interface HeldAttachment {
   containerID: string;

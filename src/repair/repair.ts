@@ -13,9 +13,9 @@
 //      the stale attachments named (cni-ts.dev/stale-attachments), so our
 //      plugins release exactly those; then read the state again and report
 //      what is gone. A dry run stops before anything changes.
-import { readConfDir, type NetworkConfigList } from '../cni/conf-dir';
+import { readConfDir, type NetworkConfigList } from '../libcni/conf-dir';
 import { validateNetworkName } from '../cni/config';
-import { gcNetwork } from '../cni/gc-network';
+import { gcNetwork } from '../libcni/gc-network';
 import { CriClient } from '../runtime/cri';
 import { attachmentKey, readInventory, type NetworkInventory } from './inventory';
 import { planRepair, type NetworkPlan } from './plan';

@@ -9,8 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readConfDir } from '../../src/cni/conf-dir';
-import { gcNetwork } from '../../src/cni/gc-network';
+import { readConfDir } from '../../src/libcni/conf-dir';
+import { gcNetwork } from '../../src/libcni/gc-network';
 import { CriClient, CriError } from '../../src/runtime/cri';
 import { PrivateContainerd, podAddresses, reservations, type Pod } from './containerd';
 import { makeNetns, runPlugin, sh } from './helpers';

@@ -5,8 +5,8 @@
 // switching back restores VXLAN and removes the direct route.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Prefix } from '../../src/net/ip';
-import { applyPlan, planPeers, readActual, type Peer } from '../../src/flannel/peers';
-import { ensureVtep } from '../../src/flannel/vtep';
+import { applyPlan, planPeers, readActual, type Peer } from '../../src/flannel/backend/vxlan/peers';
+import { ensureVtep } from '../../src/flannel/backend/vxlan/vtep';
 import { makeNetns, sh } from './helpers';
 
 const NETWORK = Prefix.parse('10.88.0.0/16')!;

@@ -5,7 +5,7 @@
 // same hook. (The daemon's use of them over time: flannel-filestore.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Prefix } from '../../src/net/ip';
-import { ensureForwardRules, ensureMasqRules, removeForwardRules, removeMasqRules, type TrafficBackend } from '../../src/flannel/traffic';
+import { ensureForwardRules, ensureMasqRules, removeForwardRules, removeMasqRules, type TrafficBackend } from '../../src/flannel/traffic/rules';
 import { makeNetns, sh } from './helpers';
 
 const P = (s: string) => Prefix.parse(s)!;

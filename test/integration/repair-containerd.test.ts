@@ -19,7 +19,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readConfDir, type NetworkConfigList } from '../../src/cni/conf-dir';
+import { readConfDir, type NetworkConfigList } from '../../src/libcni/conf-dir';
 import { attachmentTags, hostVethName } from '../../src/bridge/names';
 import { PrivateContainerd, podAddresses, reservations, type Pod } from './containerd';
 import { OUR_BIN, makeNetns, runPlugin, runProcess, sh } from './helpers';

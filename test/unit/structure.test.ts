@@ -16,6 +16,7 @@ const LAYERS: Record<string, number> = {
   iproute: 3,
   ipam: 3,
   runtime: 3,
+  libcni: 3,
   bridge: 4,
   flannel: 4,
   repair: 5,
@@ -84,6 +85,37 @@ export function cycles(graph: Map<string, string[]>): string[][] {
 
 const layerOf = (file: string) => relative(SRC, file).split('/')[0];
 
+/**
+ * Inside flannel/, the same rule one level down: the model at the top
+ * (netconfig, lease, subnet-env, manager, log) < where leases come from and
+ * what is programmed (store, kube, traffic, backend) < the daemon and the CNI
+ * plugin < the operator commands.
+ */
+const FLANNEL_LAYERS: Record<string, number> = {
+  '.': 0,
+  store: 1,
+  kube: 1,
+  traffic: 1,
+  backend: 1,
+  daemon: 2,
+  plugin: 2,
+  commands: 3,
+};
+const FLANNEL = join(SRC, 'flannel');
+const flannelLayerOf = (file: string) => {
+  const parts = relative(FLANNEL, file).split('/');
+  return parts.length === 1 ? '.' : parts[0];
+};
+
+/** Folders and how many source files each holds directly. */
+function folderSizes(dir: string): Map<string, number> {
+  const sizes = new Map<string, number>();
+  const entries = readdirSync(dir);
+  sizes.set(dir, entries.filter((n) => n.endsWith('.ts') && statSync(join(dir, n)).isFile()).length);
+  for (const n of entries) if (statSync(join(dir, n)).isDirectory()) for (const [d, k] of folderSizes(join(dir, n))) sizes.set(d, k);
+  return sizes;
+}
+
 describe('source structure', () => {
   const files = sourceFiles(SRC);
   const graph = new Map(files.map((f) => [f, importsOf(f, readFileSync(f, 'utf8'))]));
@@ -110,5 +142,25 @@ describe('source structure', () => {
       }
     }
     expect(wrong).toEqual([]);
+  });
+
+  it('inside flannel/, imports only from its own folder or a lower one', () => {
+    const wrong: string[] = [];
+    for (const [file, deps] of graph) {
+      if (layerOf(file) !== 'flannel') continue;
+      const from = flannelLayerOf(file);
+      expect(FLANNEL_LAYERS[from], `flannel/${from}/ is not in FLANNEL_LAYERS`).toBeDefined();
+      for (const dep of deps) {
+        if (layerOf(dep) !== 'flannel') continue;
+        const to = flannelLayerOf(dep);
+        if (to !== from && !(FLANNEL_LAYERS[to] < FLANNEL_LAYERS[from])) wrong.push(`${relative(SRC, file)} -> ${relative(SRC, dep)}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('no folder holds more than 20 source files directly', () => {
+    const crowded = [...folderSizes(SRC)].filter(([, n]) => n > 20).map(([d, n]) => `${relative(SRC, d)}: ${n}`);
+    expect(crowded).toEqual([]);
   });
 });

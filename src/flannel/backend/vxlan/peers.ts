@@ -1,0 +1,299 @@
+// Peers on a VTEP: what the leases say should be there (neighbour, FDB,
+// route per peer), what the kernel has, and the commands that turn one into
+// the other. Planning is a pure function; applying it is three batched execs.
+// With flannel's DirectRouting, a peer whose public address is on one of this
+// node's directly connected underlay subnets gets a plain route
+// `<subnet> via <publicIP>` instead (no neighbour, no FDB entry), as flanneld
+// does; a peer switching between the two forms loses the other one.
+// One family at a time: flannel.<VNI> carries IPv4 (BackendData, PublicIP),
+// flannel-v6.<VNI> IPv6 (BackendV6Data, PublicIPv6); the same code serves both.
+import { IP, Prefix } from '../../../net/ip';
+import { runBatch, type Line } from '../../../iproute/batch';
+import { FdbEntry, fdbDel, fdbReplace, listFdb } from '../../../iproute/fdb';
+import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../../../iproute/neigh';
+import { listRoutes, listRoutesWithin, routeDel, routeReplace, type IpRoute } from '../../../iproute/route';
+import { Lease, describeSubnets, subnetOf } from '../../lease';
+import { isUnicastMac } from '../../../net/mac';
+
+export interface Peer {
+  subnet: Prefix;
+  /** The peer's VTEP address: its subnet's network address. */
+  vtepIP: string;
+  mac: string;
+  publicIP: string;
+}
+
+export interface Actual {
+  neigh: NeighEntry[];
+  fdb: FdbEntry[];
+  /** Routes through the VTEP. */
+  routes: IpRoute[];
+  /**
+   * Routes into the overlay network through other devices via a gateway: the
+   * direct routes (read when readActual is given the network). Absent: not
+   * read, and then no direct route is ever removed.
+   */
+  direct?: IpRoute[];
+}
+
+export interface Plan {
+  /** ip batch 1: stale routes go first, then neighbours are put in place. */
+  ipFirst: Line[];
+  /** bridge batch: FDB entries put in place, stale ones removed. */
+  bridge: Line[];
+  /** ip batch 2: routes put in place, stale neighbours removed. */
+  ipLast: Line[];
+  /** One line per change, for the log. */
+  changes: string[];
+  /** Per batch line, the index in `changes` of the change it belongs to. */
+  owners: { ipFirst: number[]; bridge: number[]; ipLast: number[] };
+}
+
+/** Lines of a plan the kernel refused; every batch was run all the same. */
+export class PlanError extends Error {
+  constructor(
+    /** "ip route replace ...: <why>", one per refused line. */
+    readonly failures: string[],
+    /** Indexes in the plan's `changes` of the changes not (fully) made. */
+    readonly failedChanges: ReadonlySet<number>,
+  ) {
+    super(failures.length === 1 ? failures[0] : `${failures.length} changes failed: ${failures.join('; ')}`);
+    this.name = 'PlanError';
+  }
+}
+
+export interface Self {
+  /** This node's subnet of the family being planned. */
+  subnet: Prefix;
+  /** Unknown when this node's lease is missing (status). */
+  publicIP?: IP;
+  vni: number;
+  /** This node's VTEP MAC on this family's VTEP: a peer advertising it would take our traffic. */
+  mac?: string;
+}
+
+
+/**
+ * The peers of `network`'s family a set of leases asks for; skips ours, other
+ * backends and leases we cannot use, saying why ("lease <subnets>: <why>").
+ *
+ * A VTEP MAC names one node on the VTEP (one FDB entry per MAC): a lease
+ * advertising our MAC, or a MAC another lease advertises for another
+ * PublicIP, would steer our traffic (or that node's) to itself. Such leases
+ * are skipped (both of a pair: which one is genuine cannot be told), as are
+ * multicast and all-zero MACs. Two leases of one node (same MAC, same
+ * PublicIP) are no threat and both stay.
+ */
+export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix): { peers: Peer[]; skipped: string[] } {
+  const candidates: { peer: Peer; what: string }[] = [];
+  const skipped: string[] = [];
+  const v6 = network.family === 6;
+  const data = v6 ? 'BackendV6Data' : 'BackendData';
+  for (const l of leases) {
+    const what = `lease ${describeSubnets(l)}`;
+    const subnet = subnetOf(l, network.family);
+    if (subnet && subnet.toString() === self.subnet.toString()) continue;
+    if (l.attrs.backendType !== 'vxlan') {
+      skipped.push(`${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`);
+      continue;
+    }
+    if (!subnet) {
+      skipped.push(`${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`);
+      continue;
+    }
+    const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
+    const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
+    const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
+    if (!mac) {
+      skipped.push(`${what}: no ${data}.VtepMAC`);
+      continue;
+    }
+    if (vni !== undefined && vni !== self.vni) {
+      skipped.push(`${what}: ${data}.VNI ${vni} is not ours (${self.vni})`);
+      continue;
+    }
+    if (!publicIP) {
+      skipped.push(`${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`);
+      continue;
+    }
+    if (self.publicIP && publicIP.equals(self.publicIP)) {
+      skipped.push(`${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`);
+      continue;
+    }
+    if (!network.contains(subnet.network) || subnet.length < network.length) {
+      skipped.push(`${what}: outside the network ${network}`);
+      continue;
+    }
+    if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) {
+      skipped.push(`${what}: overlaps this node's subnet ${self.subnet}`);
+      continue;
+    }
+    if (!isUnicastMac(mac)) {
+      skipped.push(`${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`);
+      continue;
+    }
+    if (self.mac && mac === self.mac.toLowerCase()) {
+      skipped.push(`${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`);
+      continue;
+    }
+    candidates.push({ peer: { subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() }, what });
+  }
+  const peers: Peer[] = [];
+  for (const c of candidates) {
+    const others = candidates.filter((o) => o !== c && o.peer.mac === c.peer.mac && o.peer.publicIP !== c.peer.publicIP);
+    if (others.length) {
+      skipped.push(`${c.what}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => o.what).join(', ')}: neither is programmed`);
+      continue;
+    }
+    peers.push(c.peer);
+  }
+  return { peers, skipped };
+}
+
+/** iproute2 prints addresses as inet_ntop does; ours are RFC 5952. Compare them parsed. */
+const norm = (addr: string | undefined): string | undefined => (addr === undefined ? undefined : (IP.parse(addr)?.toString() ?? addr));
+
+/** Whether `peer` is reached directly: its public address is on one of `direct` (this node's connected underlay subnets). */
+export const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
+  const ip = IP.parse(peer.publicIP);
+  return !!ip && direct.some((d) => d.family === ip.family && d.contains(ip));
+};
+
+/**
+ * The commands that make `actual` match `peers` on `dev`; nothing when it
+ * already does. `direct`: this node's directly connected underlay subnets
+ * (DirectRouting); empty, every peer goes over VXLAN.
+ */
+export function planPeers(all: readonly Peer[], actual: Actual, dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
+  const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
+  // each line belongs to the change logged right after it
+  const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: Line) => {
+    plan[batch].push(line);
+    plan.owners[batch].push(plan.changes.length);
+  };
+  const directPeers = all.filter((p) => isDirectPeer(p, direct));
+  const peers = all.filter((p) => !directPeers.includes(p));
+  planDirect(directPeers, actual, add, plan.changes, network);
+  const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
+  const wantFdb = new Map(peers.map((p) => [p.mac, p]));
+  const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
+
+  const hostLen = network.family === 4 ? 32 : 128;
+  // Stale routes: anything in the overlay network on the VTEP that no peer asks
+  // for (but not the kernel's route to the VTEP's own IPv6 address), and routes
+  // outside it shaped as we make them (a subnet via its own network address,
+  // onlink): left from an earlier network config. Other routes are someone else's.
+  for (const r of actual.routes) {
+    if (r.protocol === 'kernel') continue;
+    const dst = r.dst.includes('/') ? r.dst : `${r.dst}/${hostLen}`;
+    const p = Prefix.parse(dst);
+    if (!p || wantRoute.has(p.toString())) continue;
+    const ourShape = norm(r.gateway) === p.network.toString() && !!r.flags?.includes('onlink');
+    if (!network.contains(p.network) && !ourShape) continue;
+    add('ipFirst', routeDel({ dst, dev }));
+    plan.changes.push(`route ${dst}: removed (no lease)`);
+  }
+  for (const p of peers) {
+    const n = actual.neigh.find((e) => norm(e.dst) === p.vtepIP);
+    if (n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac) continue;
+    add('ipFirst', neighReplace(p.vtepIP, p.mac, dev));
+    plan.changes.push(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`);
+  }
+
+  for (const p of peers) {
+    const entries = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
+    if (entries.length === 1 && norm(entries[0].dst) === p.publicIP && entries[0].state === 'permanent') continue;
+    // `replace` rewrites a MAC's one remote in place; extra remotes (appended by hand) go first.
+    if (entries.length > 1) for (const e of entries) add('bridge', fdbDel(e.mac, e.dst!, dev));
+    add('bridge', fdbReplace(p.mac, p.publicIP, dev));
+    plan.changes.push(`fdb ${p.mac} → ${p.publicIP}: ${entries.length ? `was ${entries.map((e) => e.dst).join(',')}` : 'added'}`);
+  }
+  for (const e of actual.fdb) {
+    if (!e.dst) continue; // the device's own entries
+    if (wantFdb.has(e.mac.toLowerCase())) continue;
+    add('bridge', fdbDel(e.mac, e.dst, dev));
+    plan.changes.push(`fdb ${e.mac} → ${e.dst}: removed (no lease)`);
+  }
+
+  for (const p of peers) {
+    const dst = p.subnet.toString();
+    const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
+    if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
+    add('ipLast', routeReplace({ dst, gw: p.vtepIP, dev, onlink: true }));
+    plan.changes.push(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`);
+  }
+  for (const n of actual.neigh) {
+    if (!isPermanent(n) || wantNeigh.has(norm(n.dst)!)) continue;
+    add('ipLast', neighDel(n.dst, dev));
+    plan.changes.push(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
+  }
+  return plan;
+}
+
+/**
+ * Direct routes: `<subnet> via <publicIP>` for each direct peer; a route to a
+ * node subnet of the overlay (longer than the network itself: a route for
+ * the whole network is someone else's) via a gateway on another device that
+ * no direct peer asks for (the peer left, or went back to VXLAN) goes first.
+ * A VXLAN route of a peer now direct is stale on the VTEP and goes with the
+ * VTEP's stale routes.
+ */
+function planDirect(
+  peers: readonly Peer[],
+  actual: Actual,
+  add: (batch: 'ipFirst' | 'ipLast', line: Line) => void,
+  changes: string[],
+  network: Prefix,
+): void {
+  const want = new Map(peers.map((p) => [p.subnet.toString(), p]));
+  for (const r of actual.direct ?? []) {
+    const prefix = Prefix.parse(r.dst.includes('/') ? r.dst : `${r.dst}/${network.family === 4 ? 32 : 128}`);
+    if (!prefix || prefix.length <= network.length) continue;
+    const p = want.get(prefix.toString());
+    if (!r.gateway || (p && norm(r.gateway) === p.publicIP)) continue;
+    add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
+    changes.push(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`);
+  }
+  for (const p of peers) {
+    const dst = p.subnet.toString();
+    const r = actual.direct?.find((e) => Prefix.parse(e.dst)?.toString() === dst && norm(e.gateway) === p.publicIP);
+    if (r) continue;
+    add('ipLast', routeReplace({ dst, gw: p.publicIP }));
+    changes.push(`route ${dst} via ${p.publicIP} (direct): added`);
+  }
+}
+
+/**
+ * What the kernel has for the peers on `dev`. With `network` (DirectRouting),
+ * also the routes into it via a gateway on other devices: one more exec.
+ */
+export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4, network?: Prefix): Promise<Actual> {
+  const [neigh, fdb, routes, direct] = await Promise.all([
+    listNeigh(dev, netns, family),
+    listFdb(dev, netns),
+    listRoutes(dev, netns, family),
+    network ? listRoutesWithin(network.toString(), netns, family) : undefined,
+  ]);
+  return { neigh, fdb, routes, ...(direct ? { direct: direct.filter((r) => r.dev !== dev && r.gateway && r.protocol !== 'kernel') } : {}) };
+}
+
+/**
+ * Applies a plan in its order: neighbours before FDB before routes, removals
+ * the other way round. Every batch runs even when a line of an earlier one
+ * failed (one peer the kernel refuses must not keep the others' FDB entries
+ * and routes out); the refused lines are thrown afterwards as a PlanError.
+ */
+export async function applyPlan(plan: Plan, netns?: string): Promise<void> {
+  const failures: string[] = [];
+  const failedChanges = new Set<number>();
+  for (const [program, batch] of [['ip', 'ipFirst'], ['bridge', 'bridge'], ['ip', 'ipLast']] as const) {
+    const lines = plan[batch];
+    const res = await runBatch(program, lines, { netns });
+    res.errors.forEach((msg, i) => {
+      if (msg === undefined) return;
+      failures.push(`${program} ${lines[i].join(' ')}: ${msg}`);
+      failedChanges.add(plan.owners[batch][i]);
+    });
+  }
+  if (failures.length) throw new PlanError(failures, failedChanges);
+}

@@ -1,0 +1,96 @@
+// `vxlan-flannel daemon` as a process: opens the subnet manager the flags ask
+// for, serves /healthz and /readyz when asked (healthz.ts), runs the daemon
+// until SIGTERM or SIGINT, and says how to exit. Log lines go to stderr as
+// `<RFC 3339 time> vxlan-flannel: <message>`.
+import { readIfExists } from '../../util/fs';
+import { Daemon, DaemonOptions } from './daemon';
+import { serveHealth } from './healthz';
+import { KubeManager, KubeOptions } from '../kube/kube-manager';
+import type { LeaseSubnets } from '../lease';
+import { Log, printable } from '../log';
+import type { SubnetManager } from '../manager';
+import { openStore } from '../store/open-store';
+import type { StoreOptions } from '../store/store';
+import { StoreManager } from '../store/store-manager';
+import { parseSubnetEnv, subnetsOf } from '../subnet-env';
+
+export interface RunOptions extends Omit<DaemonOptions, 'log'> {
+  store: StoreOptions;
+  /** --kube-subnet-mgr: leases are the Nodes' pod CIDRs (the store options are then not used). */
+  kube?: KubeOptions;
+  /** Lifetime of our lease in seconds (--lease-ttl). */
+  leaseTtlS: number;
+  /** Renew the lease this long before it expires, in seconds (--subnet-lease-renew-margin). */
+  renewMarginS?: number;
+  /** Where /healthz and /readyz listen (--healthz-ip, --healthz-port); none when absent. */
+  healthz?: { ip: string; port: number };
+}
+
+const log: Log = (msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${printable(msg)}\n`);
+
+/** The subnets of the previous subnet.env: a node that lost its lease gets them back when they are still free. */
+function previousSubnets(subnetFile: string): LeaseSubnets | undefined {
+  try {
+    const text = readIfExists(subnetFile);
+    return text === undefined ? undefined : subnetsOf(parseSubnetEnv(text));
+  } catch {
+    return undefined; // unreadable: nothing to go back to
+  }
+}
+
+/** Leases assigned by Kubernetes with --kube-subnet-mgr; else chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
+async function openManager(o: RunOptions): Promise<SubnetManager> {
+  if (o.kube) return KubeManager.open(o.kube, log);
+  return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
+}
+
+/**
+ * Runs the daemon until SIGTERM or SIGINT; resolves with the exit code: 0
+ * after a stop, 1 when it could not start (or stop). A signal during start-up
+ * stops it at its next step.
+ */
+export async function runDaemon(o: RunOptions): Promise<number> {
+  let manager: SubnetManager;
+  try {
+    manager = await openManager(o);
+  } catch (err) {
+    log(`fatal: ${(err as Error).message}`);
+    return 1;
+  }
+  const daemon = new Daemon(manager, { ...o, log });
+  let closeHealth = async () => {};
+  if (o.healthz) {
+    try {
+      closeHealth = (await serveHealth(o.healthz, daemon)).close;
+      log(`serving /healthz and /readyz on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}`);
+    } catch (err) {
+      log(`fatal: cannot serve /healthz on ${o.healthz.ip} port ${o.healthz.port}: ${(err as Error).message}`);
+      await manager.close().catch(() => {});
+      return 1;
+    }
+  }
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP, routes and firewall rules stay for the next start)'}`);
+      daemon.stop().finally(closeHealth).then(
+        () => resolve(0),
+        (err) => {
+          log(`stop failed: ${(err as Error).message}`);
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    daemon.start().catch(async (err) => {
+      if (stopping) return; // stopped while starting: stop() resolves
+      log(`fatal: ${(err as Error).message}`);
+      await daemon.stop().catch(() => {});
+      await closeHealth();
+      resolve(1);
+    });
+  });
+}

@@ -1,0 +1,318 @@
+// Leases in etcd (v3 API through the etcd3 client), in flannel's exact schema:
+//   <prefix>/config                      the network config JSON
+//   <prefix>/subnets/10.244.1.0-24       the lease JSON, attached to an etcd lease (TTL);
+//                                        10.244.1.0-24&fd00:10:244:1::-64 dual stack,
+//                                        fd00:10:244:1::-64 IPv6 only
+// Loaded only by the daemon and the operator commands (dynamic import): the
+// CNI path never pays for grpc.
+import { readFileSync } from 'node:fs';
+import type { Etcd3 as Etcd3Type, IOptions } from 'etcd3';
+import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from '../lease';
+import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
+import { type LeaseList, StoreUnavailable } from '../manager';
+import { loadEtcd3 } from './etcd-client';
+import { Serial } from '../../util/serial';
+
+/** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
+const CALL_TIMEOUT_MS = 5000;
+/** First delay before a failed or cancelled watch is made again (doubling to 30 s). */
+const WATCH_RETRY_MS = 500;
+/**
+ * How long etcd3 waits before re-opening a broken watch stream: 250 ms doubling
+ * to at most 1 s. Its default grows to 30 s while etcd is away, so after an
+ * outage of a few seconds the watch came back many seconds after etcd did, and
+ * peers that joined or left meanwhile waited for the periodic reconcile.
+ */
+type Backoff = { duration: number; next(): Backoff };
+const watchStreamBackoff = (ms: number): Backoff => ({ duration: ms, next: () => watchStreamBackoff(Math.min(ms * 2, 1000)) });
+
+/** Grpc/etcd3 errors that mean "cannot reach etcd right now" become StoreUnavailable. */
+function unavailable(endpoints: string, err: unknown): Error {
+  if (err instanceof StoreUnavailable) return err;
+  const e = err as Error & { code?: number };
+  const name = e?.constructor?.name ?? '';
+  if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
+    return new StoreUnavailable(`etcd ${endpoints} unreachable: ${grpcReason(e.message)}`);
+  }
+  return e instanceof Error ? e : new Error(String(err));
+}
+
+/**
+ * The readable cause in a grpc-js message: "14 UNAVAILABLE: No connection
+ * established. Last error: Error: connect ECONNREFUSED 10.0.0.1:2379.
+ * Resolution note: " becomes "connect ECONNREFUSED 10.0.0.1:2379".
+ */
+export function grpcReason(message: string): string {
+  let text = message.replace(/\s*Resolution note:.*$/s, '').replace(/^\d+ [A-Z_]+: /, '');
+  const last = /Last error: (?:\w*Error: )?(.*)$/s.exec(text);
+  if (last) text = last[1];
+  return text.trim().replace(/\.$/, '') || message;
+}
+
+export class EtcdStore implements LeaseStore {
+  readonly description: string;
+  /** etcd lease IDs we attached to our own keys, so a renewal can revoke the old one. */
+  private readonly held = new Map<string, string>();
+  /** Writes that move our keys between etcd leases run one at a time (see exclusive()). */
+  private readonly writes = new Serial();
+
+  private constructor(
+    private readonly client: Etcd3Type,
+    private readonly prefix: string,
+    private readonly endpoints: string,
+    private readonly timeoutMs: number,
+  ) {
+    this.description = `etcd ${endpoints} ${prefix}`;
+  }
+
+  static async open(opts: StoreOptions): Promise<EtcdStore> {
+    const { Etcd3 } = await loadEtcd3();
+    const hosts = (opts.etcdEndpoints ?? []).map((h) => h.trim()).filter(Boolean);
+    for (const h of hosts) {
+      if (!/^https?:\/\/[^/\s]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(h)} is not an http(s)://host:port URL`);
+    }
+    const timeoutMs = opts.etcdTimeoutMs ?? CALL_TIMEOUT_MS;
+    const options: IOptions = {
+      hosts,
+      dialTimeout: timeoutMs,
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+      faultHandling: { watchBackoff: watchStreamBackoff(125) }, // etcd3 calls next() first: 250 ms
+    };
+    // TLS: a client certificate is presented whenever one is given, with or without
+    // --etcd-cafile (without it, the server is checked against the system's CAs, or
+    // grpc's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), as flanneld does.
+    if (!!opts.etcdCertFile !== !!opts.etcdKeyFile) {
+      throw new Error(`--etcd-certfile and --etcd-keyfile go together (the client certificate and its key); only ${opts.etcdCertFile ? '--etcd-certfile' : '--etcd-keyfile'} was given`);
+    }
+    if (opts.etcdCaFile || opts.etcdCertFile) {
+      options.credentials = {
+        rootCertificate: (opts.etcdCaFile ? readFileSync(opts.etcdCaFile) : null) as Buffer, // null: grpc's default roots
+        ...(opts.etcdKeyFile ? { privateKey: readFileSync(opts.etcdKeyFile) } : {}),
+        ...(opts.etcdCertFile ? { certChain: readFileSync(opts.etcdCertFile) } : {}),
+      };
+    }
+    if (opts.etcdUsername) options.auth = { username: opts.etcdUsername, password: opts.etcdPassword ?? '' };
+    const prefix = (opts.etcdPrefix ?? DEFAULT_PREFIX).replace(/\/+$/, '');
+    if (!prefix.startsWith('/')) throw new Error(`--etcd-prefix must start with "/", got ${JSON.stringify(opts.etcdPrefix)}`);
+    return new EtcdStore(new Etcd3(options), prefix, hosts.join(','), timeoutMs);
+  }
+
+  private key(subnets: LeaseSubnets): string {
+    return `${this.prefix}/subnets/${leaseKey(subnets)}`;
+  }
+
+  /**
+   * One store operation, bounded as a whole: etcd3 retries a call that timed out
+   * (three attempts of `timeoutMs` each), so during a partition a list would
+   * otherwise block the reconcile for 15 s and more per attempt.
+   */
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new StoreUnavailable(`etcd ${this.endpoints} unreachable: no answer within ${this.timeoutMs / 1000} s`)),
+        this.timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([fn(), deadline]);
+    } catch (err) {
+      throw unavailable(this.endpoints, err);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * One write of our keys at a time, each to its end (even past a caller's
+   * deadline): interleaved, renewal A could revoke the etcd lease renewal B had
+   * just moved the key to, which deletes the key.
+   */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return this.writes.run(fn);
+  }
+
+  getConfig(): Promise<string | undefined> {
+    return this.call(async () => (await this.client.get(`${this.prefix}/config`).string()) ?? undefined);
+  }
+
+  async setConfig(text: string): Promise<void> {
+    await this.call(() => this.client.put(`${this.prefix}/config`).value(text).exec());
+  }
+
+  /** Every lease, and the etcd revision the list was read at. */
+  private async listAt(): Promise<LeaseList & { revision: string }> {
+    const res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
+    const out: LeaseList & { revision: string } = { leases: [], bad: [], revision: res.header.revision };
+    for (const kv of res.kvs) {
+      const name = kv.key.toString().slice(this.prefix.length + '/subnets/'.length);
+      const subnets = parseLeaseKey(name);
+      if (!subnets) {
+        out.bad.push({ key: name, why: 'the key is not a subnet like 10.244.1.0-24 or 10.244.1.0-24&fd00:10:244:1::-64' });
+        continue;
+      }
+      try {
+        const raw = kv.value.toString();
+        // lease "0": a key attached to no etcd lease, i.e. a flannel reservation
+        const lease: Lease = { ...subnets, attrs: decodeAttrs(raw), raw, ...(String(kv.lease) === '0' ? { permanent: true } : {}) };
+        out.leases.push(lease);
+      } catch (err) {
+        out.bad.push({ key: name, why: (err as Error).message });
+      }
+    }
+    return out;
+  }
+
+  list(): Promise<LeaseList> {
+    return this.listAt();
+  }
+
+  private async grant(ttlS: number): Promise<string> {
+    const res = await this.client.leaseClient.leaseGrant({ TTL: ttlS, ID: 0 });
+    return String(res.ID);
+  }
+
+  private async revoke(id: string | undefined): Promise<void> {
+    if (!id) return;
+    try {
+      await this.call(() => this.client.leaseClient.leaseRevoke({ ID: id }));
+    } catch {
+      // already expired or revoked: nothing holds it
+    }
+  }
+
+  /**
+   * The key must not exist, no other key may hold one of our subnets, and no
+   * lease may have been written since we looked (a compare over the whole
+   * subnets/ range: mod_revision of every key ≤ the revision we read at). Two
+   * nodes picking different IPv4 but the same IPv6 subnet at the same moment
+   * write different keys; this makes the second one fail and pick again.
+   */
+  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+    const { leases, revision } = await this.listAt();
+    if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
+    return this.call(() => this.exclusive(async () => {
+      const id = await this.grant(ttlS);
+      const key = this.key(subnets);
+      const rangeStart = Buffer.from(`${this.prefix}/subnets/`);
+      const rangeEnd = Buffer.from(`${this.prefix}/subnets0`); // '/' + 1: every key under subnets/
+      const res = await this.client.kv.txn({
+        compare: [
+          { key: Buffer.from(key), target: 'Create', result: 'Equal', create_revision: 0 },
+          { key: rangeStart, range_end: rangeEnd, target: 'Mod', result: 'Less', mod_revision: (BigInt(revision) + 1n).toString() },
+        ],
+        success: [{ request_put: { key: Buffer.from(key), value: Buffer.from(encodeAttrs(attrs)), lease: id } }],
+      });
+      if (!res.succeeded) {
+        await this.revoke(id);
+        return false;
+      }
+      this.held.set(key, id);
+      return true;
+    }));
+  }
+
+  /** Guarded by the value exactly as stored (`expectedValue` is a Lease's `raw`, or what we wrote). */
+  async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
+    return this.call(() => this.exclusive(async () => {
+      // ttlS 0: a reservation, written as flannel keeps it, attached to no etcd lease
+      const id = ttlS > 0 ? await this.grant(ttlS) : undefined;
+      const key = this.key(subnets);
+      const put = this.client.put(key).value(encodeAttrs(attrs));
+      if (id !== undefined) put.lease(id);
+      const txn =
+        expectedValue === undefined ? this.client.if(key, 'Create', '>', 0) : this.client.if(key, 'Value', '==', expectedValue);
+      const res = await txn.then(put).commit();
+      if (!res.succeeded) {
+        await this.revoke(id);
+        return false;
+      }
+      // The key now hangs on the new etcd lease (or none); the old one would only expire.
+      await this.revoke(this.held.get(key));
+      if (id !== undefined) this.held.set(key, id);
+      else this.held.delete(key);
+      return true;
+    }));
+  }
+
+  async remove(subnets: LeaseSubnets): Promise<void> {
+    const key = this.key(subnets);
+    await this.call(() => this.exclusive(async () => {
+      await this.client.delete().key(key).exec();
+      await this.revoke(this.held.get(key));
+      this.held.delete(key);
+    }));
+  }
+
+  /**
+   * An etcd watch on <prefix>/subnets/ that never dies: etcd3 re-attaches a
+   * watch after a disconnection by itself, but when etcd *cancels* it (the
+   * revision it resumes from was compacted while we were away, ...) etcd3
+   * drops the watcher and only emits 'error'. Then, and when creating it
+   * fails, a new one is made from the current revision and `onChange` asks
+   * for a full resync: the list that follows covers whatever was missed.
+   */
+  watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
+    type Watcher = Awaited<ReturnType<ReturnType<Etcd3Type['watch']>['create']>>;
+    let stopped = false;
+    let watcher: Watcher | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    // from the revision after the caller's list: a change made between that list and now is replayed
+    let from = after !== undefined ? (BigInt(after) + 1n).toString() : undefined;
+    let resync = false;
+    let delay = WATCH_RETRY_MS;
+    const again = (why: Error) => {
+      onError(why);
+      from = undefined; // from now on: the resync's list covers the gap
+      resync = true;
+      if (stopped) return;
+      timer = setTimeout(() => void start(), delay);
+      timer.unref?.();
+      delay = Math.min(delay * 2, 30_000);
+    };
+    const start = async (): Promise<void> => {
+      if (stopped) return;
+      let w: Watcher;
+      try {
+        const builder = this.client.watch().prefix(`${this.prefix}/subnets/`);
+        if (from !== undefined) builder.startRevision(from);
+        w = await builder.create();
+      } catch (err) {
+        again(unavailable(this.endpoints, err));
+        return;
+      }
+      if (stopped) {
+        await w.cancel().catch(() => {});
+        return;
+      }
+      watcher = w;
+      delay = WATCH_RETRY_MS;
+      // the key is whatever was written: quoted, it cannot break a log line
+      w.on('put', (kv) => onChange(`etcd put ${JSON.stringify(kv.key.toString())}`));
+      w.on('delete', (kv) => onChange(`etcd delete ${JSON.stringify(kv.key.toString())}`));
+      w.on('connected', () => onChange('etcd watch (re)connected'));
+      w.on('disconnected', (err) => onError(unavailable(this.endpoints, err)));
+      w.on('error', (err: Error) => {
+        // cancelled by etcd: etcd3 has forgotten this watcher and will not bring it back
+        w.removeAllListeners();
+        w.on('error', () => {});
+        if (watcher === w) watcher = undefined;
+        again(new Error(`etcd ${this.endpoints} cancelled the watch (${err?.message ?? err}); watching again from now and re-reading every lease`));
+      });
+      if (resync) {
+        resync = false;
+        onChange('etcd watch recreated: full resync');
+      }
+    };
+    void start();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+      void watcher?.cancel().catch(() => {});
+    };
+  }
+
+  async close(): Promise<void> {
+    this.client.close();
+  }
+}

@@ -1,0 +1,311 @@
+// The kube subnet manager against the stand-in API server (in-process, plain
+// HTTP, a bearer token with kube-flannel's RBAC role): the network config
+// from net-conf.json, waiting for our Node and its pod CIDR, the annotations
+// it writes (through nodes/status only), the peers read from the other Nodes,
+// which Node changes wake the daemon, the own-annotation check, the
+// NetworkUnavailable condition and the release.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { IP } from '../../../../src/net/ip';
+import { KubeClient } from '../../../../src/flannel/kube/client';
+import { KubeManager } from '../../../../src/flannel/kube/kube-manager';
+import type { HeldLease, LeaseHooks } from '../../../../src/flannel/manager';
+import { StoreUnavailable } from '../../../../src/flannel/manager';
+import type { LeaseAttrs } from '../../../../src/flannel/lease';
+import { parseNetworkConfig } from '../../../../src/flannel/netconfig';
+import { KubeApiServer, startKubeApiServer } from '../../../support/kube-apiserver';
+import { kubeconfigYaml } from '../../../support/kubeconfig';
+import { until } from '../../../support/expect';
+
+const P = 'flannel.alpha.coreos.com';
+const TOKEN = 'flannel-sa-token';
+const CFG = parseNetworkConfig('{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan"}}');
+const DUAL = parseNetworkConfig('{"Network":"10.244.0.0/16","EnableIPv6":true,"IPv6Network":"fd00:10:244::/56","Backend":{"Type":"vxlan"}}');
+
+
+const attrs = (mac = '0a:00:00:00:00:01'): LeaseAttrs => ({ publicIP: IP.parse('192.168.88.1')!, backendType: 'vxlan', vni: 1, vtepMAC: mac });
+
+/** A Node as flanneld leaves it (backend-data etc.). */
+const flannelNode = (name: string, octet: number, extra: Record<string, string> = {}) => ({
+  metadata: {
+    name,
+    annotations: {
+      [`${P}/backend-type`]: 'vxlan',
+      [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"0a:00:00:00:00:0${octet}"}`,
+      [`${P}/public-ip`]: `192.168.88.${octet}`,
+      [`${P}/kube-subnet-manager`]: 'true',
+      ...extra,
+    },
+  },
+  spec: { podCIDR: `10.244.${octet}.0/24`, podCIDRs: [`10.244.${octet}.0/24`] },
+});
+
+describe('KubeManager', () => {
+  let server: KubeApiServer;
+  let dir: string;
+  let manager: KubeManager | undefined;
+  let logs: string[];
+  let stopping: () => void;
+  let hooks: LeaseHooks;
+
+  beforeAll(async () => {
+    server = await startKubeApiServer({ users: [{ name: 'system:serviceaccount:kube-flannel:flannel', token: TOKEN, role: 'flannel' }] });
+    dir = mkdtempSync(join(tmpdir(), 'kube-manager-'));
+  });
+  afterAll(async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    logs = [];
+    hooks = { log: (m) => logs.push(m), resync: () => {}, stopping: new Promise<void>((r) => (stopping = r)) };
+  });
+  afterEach(async () => {
+    stopping();
+    await manager?.close();
+    manager = undefined;
+    for (const n of await server.listNodes()) await server.deleteNode(n.metadata.name);
+    await server.clearRequests();
+  });
+
+  const open = (opts: { nodeName?: string; netConf?: string; setNodeNetworkUnavailable?: boolean; url?: string } = {}) => {
+    const netConfPath = join(dir, 'net-conf.json');
+    writeFileSync(netConfPath, opts.netConf ?? '{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan"}}');
+    const client = new KubeClient({ server: opts.url ?? server.url, token: () => TOKEN, description: 'test' });
+    manager = new KubeManager(
+      client,
+      { nodeName: opts.nodeName ?? 'n1', netConfPath, annotationPrefix: P, setNodeNetworkUnavailable: opts.setNodeNetworkUnavailable ?? true },
+      (m) => logs.push(m),
+      { backoff: { initialMs: 20, maxMs: 50 } },
+    );
+    manager.start();
+    return manager;
+  };
+  const synced = (m: KubeManager) => until('the first list', async () => !!(await m.listLeases().catch(() => undefined)));
+
+  it('reads the network config from net-conf.json, naming the file when it is missing or wrong', async () => {
+    const m = open({ netConf: '{"Network":"10.244.0.0/16","EnableNFTables":false,"Backend":{"Type":"vxlan"}}' });
+    expect((await m.getNetworkConfig()).v4?.network.toString()).toBe('10.244.0.0/16');
+    writeFileSync(join(dir, 'net-conf.json'), '{"Network":"10.244.0.0/16"}');
+    await expect(m.getNetworkConfig()).rejects.toThrow(`bad network config in ${join(dir, 'net-conf.json')}: network config field "Backend" is missing`);
+    rmSync(join(dir, 'net-conf.json'));
+    await expect(m.getNetworkConfig()).rejects.toThrow(`cannot read the network config ${join(dir, 'net-conf.json')}: ENOENT`);
+    expect(m.description).toBe(`Kubernetes API ${server.url}, node "n1"`);
+  });
+
+  it('before the first list: StoreUnavailable with the API\'s error; our Node missing: none; node-public-ip annotations win', async () => {
+    const dead = open({ url: 'http://127.0.0.1:1' });
+    await until('a failed list', () => logs.some((l) => l.startsWith('watching Nodes: GET http://127.0.0.1:1/api/v1/nodes')));
+    await expect(dead.nodePublicIPs()).rejects.toThrow(StoreUnavailable);
+    await expect(dead.nodePublicIPs()).rejects.toThrow(/no list of Nodes yet: GET http:\/\/127.0.0.1:1\/api\/v1\/nodes: connect ECONNREFUSED/);
+    await dead.close();
+
+    const m = open();
+    await synced(m);
+    expect(await m.nodePublicIPs()).toEqual({}); // not registered yet: nobody can have annotated it
+    await server.createNode({ metadata: { name: 'n1', annotations: { [`${P}/node-public-ip`]: '203.0.113.9', [`${P}/node-public-ipv6`]: '2001:DB8::9' } } });
+    await until('n1 in the cache', () => !!m.ownNode());
+    expect(await m.nodePublicIPs()).toEqual({ publicIp: '203.0.113.9', publicIpv6: '2001:db8::9' });
+    await server.patchNode('n1', { metadata: { annotations: { [`${P}/node-public-ip`]: 'nope' } } });
+    await until('the bad value', async () => (await m.nodePublicIPs().then(() => false, () => true)));
+    await expect(m.nodePublicIPs()).rejects.toThrow(`annotation ${P}/node-public-ip of node "n1": "nope" is not an IPv4 address`);
+  });
+
+  it('waits for our Node and its pod CIDR (one log line per reason), then writes flanneld\'s annotations through nodes/status only', async () => {
+    const m = open();
+    await synced(m);
+    let lease: HeldLease | undefined;
+    const acquiring = m.acquireLease(CFG, attrs(), hooks).then((l) => (lease = l));
+    await until('the first reason', () => logs.some((l) => l.includes('does not exist (yet)')));
+    await server.createNode({ metadata: { name: 'n1', annotations: { 'other.example.com/keep': 'me' } }, spec: {} });
+    await until('the second reason', () => logs.some((l) => l.includes('no pod CIDR assigned')));
+    await server.patchNode('n1', { metadata: { labels: { heartbeat: '1' } } }); // a change that does not help
+    await new Promise((r) => setTimeout(r, 100));
+    expect(lease).toBeUndefined();
+    expect(logs.filter((l) => l.startsWith('waiting for node "n1"'))).toEqual([
+      'waiting for node "n1": it does not exist (yet): waiting for the kubelet to register it',
+      'waiting for node "n1": no pod CIDR assigned (spec.podCIDR is empty); kube-controller-manager assigns it (--allocate-node-cidrs)',
+    ]);
+    const t0 = Date.now();
+    await server.patchNode('n1', { spec: { podCIDR: '10.244.5.0/24', podCIDRs: ['10.244.5.0/24'] } });
+    await acquiring;
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(lease!.subnet!.toString()).toBe('10.244.5.0/24');
+    expect(lease!.how).toBe('node "n1"\'s spec.podCIDRs');
+    const stored = (await server.getNode('n1'))!;
+    expect(stored.metadata.annotations).toEqual({
+      'other.example.com/keep': 'me',
+      [`${P}/backend-type`]: 'vxlan',
+      [`${P}/backend-data`]: '{"VNI":1,"VtepMAC":"0a:00:00:00:00:01"}',
+      [`${P}/public-ip`]: '192.168.88.1',
+      [`${P}/kube-subnet-manager`]: 'true',
+    });
+    const writes = (await server.requests()).filter((r) => r.method !== 'GET' && !r.control);
+    expect(writes.map((r) => [r.method, r.path, r.user, r.status])).toEqual([['PATCH', '/api/v1/nodes/n1/status', 'system:serviceaccount:kube-flannel:flannel', 200]]);
+  });
+
+  it('a pod CIDR outside the network, or a family the config needs that the Node lacks, is waited out; the daemon stopping ends the wait', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.99.1.0/24' } });
+    const m = open();
+    await synced(m);
+    const acquiring = m.acquireLease(CFG, attrs(), hooks);
+    await until('the reason', () => logs.some((l) => l.includes('its IPv4 pod CIDR 10.99.1.0/24 is not inside the network config\'s 10.244.0.0/16')));
+    await server.patchNode('n1', { spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] } });
+    const v4 = await acquiring;
+    expect(v4.subnet?.toString()).toBe('10.244.1.0/24');
+    // dual stack needs the IPv6 pod CIDR as well
+    const dual = m.acquireLease(DUAL, { ...attrs(), publicIPv6: IP.parse('fd88::1')!, v6Vni: 1, v6VtepMAC: '0a:00:00:00:06:01' }, hooks);
+    await until('the IPv6 reason', () => logs.some((l) => l.includes('spec.podCIDRs has no IPv6 CIDR, but the network config enables IPv6')));
+    stopping();
+    await expect(dual).rejects.toThrow('stopped while waiting for node "n1"');
+  });
+
+  it('dual stack: both pod CIDRs, both families\' annotations', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.3.0/24', podCIDRs: ['10.244.3.0/24', 'fd00:10:244:3::/64'] } });
+    const m = open();
+    await synced(m);
+    const lease = await m.acquireLease(DUAL, { ...attrs(), publicIPv6: IP.parse('fd88::1')!, v6Vni: 1, v6VtepMAC: '0a:00:00:00:06:01' }, hooks);
+    expect([lease.subnet?.toString(), lease.ipv6Subnet?.toString()]).toEqual(['10.244.3.0/24', 'fd00:10:244:3::/64']);
+    expect((await server.getNode('n1'))!.metadata.annotations).toMatchObject({
+      [`${P}/backend-v6-data`]: '{"VNI":1,"VtepMAC":"0a:00:00:00:06:01"}',
+      [`${P}/public-ipv6`]: 'fd88::1',
+    });
+  });
+
+  it('peers: every Node that carries the annotations (flanneld\'s or ours), named; unusable ones with why; plain Nodes left out', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
+    await server.createNode(flannelNode('n2', 2));
+    await server.createNode(flannelNode('n3', 3, { [`${P}/public-ip`]: 'garbage' }));
+    await server.createNode({ metadata: { name: 'plain' }, spec: { podCIDR: '10.244.9.0/24' } });
+    const m = open();
+    await synced(m);
+    const held = await m.acquireLease(CFG, attrs(), hooks);
+    await until('our annotations in the cache', async () => (await m.listLeases()).leases.length === 2);
+    const list = await m.listLeases();
+    expect(list.leases.map((l) => [l.node, l.subnet?.toString(), l.attrs.publicIP?.toString(), l.attrs.vtepMAC])).toEqual([
+      ['n1', '10.244.1.0/24', '192.168.88.1', '0a:00:00:00:00:01'],
+      ['n2', '10.244.2.0/24', '192.168.88.2', '0a:00:00:00:00:02'],
+    ]);
+    expect(list.bad).toEqual([{ key: 'nodes/n3', why: `node "n3": annotation ${P}/public-ip "garbage" is not an IPv4 address` }]);
+    // The list the lease was obtained from: the peers then, plus our own Node when the watch had already
+    // delivered our annotation patch (a race the daemon does not care about: it skips its own lease).
+    expect(held.listed.leases.map((l) => l.node).filter((n) => n !== 'n1')).toEqual(['n2']);
+    expect(await m.previousAttrs()).toMatchObject({ vtepMAC: '0a:00:00:00:00:01' });
+  });
+
+  it('wakes the daemon for a Node\'s lease added, changed, deleted or un-annotated, not for other changes; a change since the list is reported at once', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
+    const m = open();
+    await synced(m);
+    const held = await m.acquireLease(CFG, attrs(), hooks);
+    await server.createNode(flannelNode('n2', 2)); // between the list and the watch
+    await until('n2 in the cache', async () => (await m.listLeases()).leases.some((l) => l.node === 'n2'));
+    const changes: string[] = [];
+    const unwatch = m.watchLeases((why) => changes.push(why), () => {}, held.listed.revision);
+    expect(changes).toEqual(['Nodes changed since the list']);
+    changes.length = 0;
+    await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'True' }] }, metadata: { labels: { x: 'y' } } });
+    await server.createNode({ metadata: { name: 'plain' } });
+    await server.patchNode('n2', { metadata: { annotations: { [`${P}/backend-data`]: '{"VNI":1,"VtepMAC":"0a:00:00:00:00:22"}' } } });
+    await until('the MAC change', () => changes.length === 1);
+    await server.createNode(flannelNode('n3', 3));
+    await server.patchNode('n3', { metadata: { annotations: { [`${P}/kube-subnet-manager`]: null } } });
+    await server.deleteNode('n2');
+    await until('three more', () => changes.length === 4);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(changes).toEqual(['node "n2" changed', 'node "n3" added', 'node "n3" changed', 'node "n2" deleted']);
+    unwatch();
+  });
+
+  it('check(): our annotations, changed or removed by hand, are written again once; a pod CIDR that changed is reported', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
+    const m = open();
+    await synced(m);
+    const held = await m.acquireLease(CFG, attrs(), hooks);
+    await until('our annotations in the cache', async () => (await m.listLeases()).leases.length === 1);
+    expect(await held.check([])).toBe(false);
+    await server.clearRequests();
+    await server.patchNode('n1', { metadata: { annotations: { [`${P}/kube-subnet-manager`]: null, [`${P}/public-ip`]: '1.2.3.4' } } });
+    await until('the removal in the cache', async () => (await m.listLeases()).leases.length === 0);
+    expect(await held.check([])).toBe(false);
+    expect(await held.check([])).toBe(false); // the patch is on its way: not sent twice
+    await until('our annotations back', async () => (await m.listLeases()).leases.length === 1);
+    expect(await held.check([])).toBe(false);
+    const patches = (await server.requests()).filter((r) => r.method === 'PATCH');
+    expect(patches.map((r) => r.path)).toEqual(['/api/v1/nodes/n1/status']);
+    expect(logs).toContain(`node "n1": ${P}/public-ip, ${P}/kube-subnet-manager had been changed: written again`);
+    expect((await server.getNode('n1'))!.metadata.annotations[`${P}/public-ip`]).toBe('192.168.88.1');
+
+    await server.deleteNode('n1');
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.7.0/24' } });
+    await until('the new n1', () => m.ownNode()?.spec?.podCIDR === '10.244.7.0/24');
+    expect(await held.check([])).toBe(false);
+    expect(logs).toContain('node "n1" now has pod CIDRs 10.244.7.0/24, this daemon holds 10.244.1.0/24: restart it to follow');
+  });
+
+  it('overlayUp() sets NetworkUnavailable False (FlannelIsUp) once, not at all with --set-node-network-unavailable=false; release() takes the annotations off', async () => {
+    await server.createNode({
+      metadata: { name: 'n1' },
+      spec: { podCIDR: '10.244.1.0/24' },
+      status: { conditions: [{ type: 'Ready', status: 'True' }, { type: 'NetworkUnavailable', status: 'True', reason: 'NoRouteCreated' }] },
+    });
+    const m = open();
+    await synced(m);
+    const held = await m.acquireLease(CFG, attrs(), hooks);
+    await held.overlayUp();
+    await held.overlayUp();
+    const node = (await server.getNode('n1'))!;
+    expect(node.status.conditions).toEqual([
+      { type: 'Ready', status: 'True' },
+      { type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp', message: 'Flannel is running on this node', lastHeartbeatTime: expect.any(String), lastTransitionTime: expect.any(String) },
+    ]);
+    expect((await server.requests()).filter((r) => r.method === 'PATCH').map((r) => r.path)).toEqual(['/api/v1/nodes/n1/status', '/api/v1/nodes/n1/status']);
+    await held.release();
+    expect(Object.keys((await server.getNode('n1'))!.metadata.annotations ?? {})).toEqual([]);
+    await m.close();
+
+    await server.clearRequests();
+    const off = open({ setNodeNetworkUnavailable: false });
+    await synced(off);
+    await (await off.acquireLease(CFG, attrs(), hooks)).overlayUp();
+    expect((await server.requests()).filter((r) => r.method === 'PATCH')).toHaveLength(1); // the annotations only
+  });
+
+  it('open(): the node name from NODE_NAME/--node-name, else from our pod (kube-flannel.yml\'s POD_NAME/POD_NAMESPACE), else a clear error', async () => {
+    const kubeconfigFile = join(dir, 'kubeconfig');
+    writeFileSync(kubeconfigFile, kubeconfigYaml({ server: server.url, token: TOKEN }));
+    const base = { kubeconfigFile, netConfPath: join(dir, 'net-conf.json'), annotationPrefix: P, setNodeNetworkUnavailable: true };
+    await expect(KubeManager.open({ ...base, nodeName: '' }, (m) => logs.push(m))).rejects.toThrow(
+      '--kube-subnet-mgr needs the name of this node\'s Node: set NODE_NAME or --node-name (or POD_NAME and POD_NAMESPACE)',
+    );
+    const pod = { namespace: 'kube-flannel', name: 'kube-flannel-ds-x7k2p' };
+    await expect(KubeManager.open({ ...base, nodeName: '', pod }, (m) => logs.push(m))).rejects.toThrow(
+      `cannot find this node's name from pod kube-flannel/kube-flannel-ds-x7k2p: GET ${server.url}/api/v1/namespaces/kube-flannel/pods/kube-flannel-ds-x7k2p: 404 NotFound: pods "kube-flannel-ds-x7k2p" not found`,
+    );
+    await server.createPod({ metadata: { ...pod }, spec: { nodeName: 'worker-3' } });
+    manager = await KubeManager.open({ ...base, nodeName: '', pod }, (m) => logs.push(m));
+    expect(manager.description).toBe(`Kubernetes API ${server.url}, node "worker-3"`);
+    expect(logs.at(-1)).toBe(`Kubernetes API: kubeconfig ${kubeconfigFile} (context test); node "worker-3", where pod kube-flannel/kube-flannel-ds-x7k2p runs`);
+    await manager.close();
+    manager = await KubeManager.open({ ...base, nodeName: 'n1', pod }, (m) => logs.push(m)); // a given name wins
+    expect(manager.description).toBe(`Kubernetes API ${server.url}, node "n1"`);
+  });
+
+  it('--kube-annotation-prefix: the annotations are written and read under flannel\'s names for that prefix', async () => {
+    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
+    await server.createNode({ metadata: { name: 'n2', annotations: { 'example.com/net-kube-subnet-manager': 'true', 'example.com/net-backend-type': 'vxlan', 'example.com/net-backend-data': '{"VNI":1,"VtepMAC":"0a:00:00:00:00:02"}', 'example.com/net-public-ip': '192.168.88.2' } }, spec: { podCIDR: '10.244.2.0/24' } });
+    await server.createNode(flannelNode('n3', 3)); // the default prefix: not a peer here
+    const netConfPath = join(dir, 'net-conf.json');
+    manager = new KubeManager(new KubeClient({ server: server.url, token: () => TOKEN, description: 'test' }), { nodeName: 'n1', netConfPath, annotationPrefix: 'example.com/net', setNodeNetworkUnavailable: false }, () => {});
+    manager.start();
+    await synced(manager);
+    await manager.acquireLease(CFG, attrs(), hooks);
+    expect(Object.keys((await server.getNode('n1'))!.metadata.annotations).sort()).toEqual(
+      ['example.com/net-backend-data', 'example.com/net-backend-type', 'example.com/net-kube-subnet-manager', 'example.com/net-public-ip'],
+    );
+    await until('n1 as a lease', async () => (await manager!.listLeases()).leases.length === 2);
+    expect((await manager.listLeases()).leases.map((l) => l.node)).toEqual(['n1', 'n2']);
+  });
+});

@@ -1,0 +1,207 @@
+// NodeWatch against the stand-in API server (in-process, loopback, plain
+// HTTP: the TLS paths are the client's tests): the first list, live changes,
+// resuming a broken or ended watch from the last resourceVersion without a
+// list and without missing a change, listing again after 410 Gone (forced,
+// or a history that moved on) with the difference reported, bookmarks moving
+// the resourceVersion on, bounded backoff while the server is away.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createServer } from 'node:net';
+import { KubeClient } from '../../../../src/flannel/kube/client';
+import { NodeChange, NodeWatch } from '../../../../src/flannel/kube/node-watch';
+import { KubeApiServer, RequestRecord, startKubeApiServer } from '../../../support/kube-apiserver';
+import { until } from '../../../support/expect';
+
+
+const node = (name: string) => ({ metadata: { name, annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': 'true' } }, spec: { podCIDR: '10.244.1.0/24' } });
+
+describe('NodeWatch', () => {
+  let server: KubeApiServer;
+  let watch: NodeWatch | undefined;
+  let client: KubeClient;
+  let changes: string[];
+  let errors: string[];
+  let relists: string[];
+
+  beforeAll(async () => {
+    server = await startKubeApiServer({ historyLimit: 5 });
+    client = new KubeClient({ server: server.url, description: 'test' });
+  });
+  afterAll(async () => {
+    client.close();
+    await server.stop();
+  });
+  afterEach(async () => {
+    watch?.stop();
+    watch = undefined;
+    for (const n of await server.listNodes()) await server.deleteNode(n.metadata.name);
+  });
+
+  const describeChange = (c: NodeChange) => `${c.type} ${c.node.metadata.name}`;
+  const startWatch = async (opts = {}) => {
+    changes = [];
+    errors = [];
+    relists = [];
+    await server.clearRequests();
+    watch = new NodeWatch(client, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message), onRelist: (why) => relists.push(why) }, opts);
+    await watch.start();
+    await until('the watch to open', async () => (await server.openWatches()) === 1);
+    return watch;
+  };
+  const lists = (log: RequestRecord[]) => log.filter((r) => r.path === '/api/v1/nodes' && !r.query.watch && !r.control);
+  const watches = (log: RequestRecord[]) => log.filter((r) => r.query.watch === '1');
+
+  it('lists every Node first, then reports changes as they come', async () => {
+    await server.createNode(node('a'));
+    await server.createNode(node('b'));
+    const w = await startWatch();
+    expect(changes).toEqual(['ADDED a', 'ADDED b']);
+    expect([...w.nodes().keys()]).toEqual(['a', 'b']);
+    await server.patchNode('a', { metadata: { annotations: { x: '1' } } });
+    await server.createNode(node('c'));
+    await server.deleteNode('b');
+    await until('three changes', () => changes.length === 5);
+    expect(changes.slice(2)).toEqual(['MODIFIED a', 'ADDED c', 'DELETED b']);
+    expect(w.nodes().get('a')!.metadata.annotations!.x).toBe('1');
+    expect([...w.nodes().keys()].sort()).toEqual(['a', 'c']);
+    const log = await server.requests();
+    expect(lists(log)).toHaveLength(1);
+    expect(watches(log)[0].query).toMatchObject({ allowWatchBookmarks: 'true', resourceVersion: expect.stringMatching(/^\d+$/) });
+  });
+
+  it('notices a Node deleted, or losing its annotations, within 3 s', async () => {
+    await server.createNode(node('d'));
+    const w = await startWatch();
+    await server.patchNode('d', { metadata: { annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': null } } });
+    await until('the annotation loss', () => w.nodes().get('d')?.metadata.annotations?.['flannel.alpha.coreos.com/kube-subnet-manager'] === undefined, 3000);
+    await server.deleteNode('d');
+    await until('the deletion', () => !w.nodes().has('d'), 3000);
+    expect(changes).toEqual(['ADDED d', 'MODIFIED d', 'DELETED d']);
+  });
+
+  it('resumes a broken stream from the last resourceVersion: no list, no change missed', async () => {
+    await server.createNode(node('a'));
+    const w = await startWatch();
+    await server.patchNode('a', { metadata: { labels: { step: '1' } } });
+    await until('the first change', () => changes.length === 2);
+    const seen = w.resourceVersion;
+    expect(await server.dropWatches()).toBe(1);
+    // made while the client is between two watches
+    await server.patchNode('a', { metadata: { labels: { step: '2' } } });
+    await server.createNode(node('b'));
+    await until('both changes', () => changes.length === 4);
+    expect(changes).toEqual(['ADDED a', 'MODIFIED a', 'MODIFIED a', 'ADDED b']);
+    expect(w.nodes().get('a')!.metadata.labels).toEqual({ step: '2' });
+    const log = await server.requests();
+    expect(lists(log)).toHaveLength(1);
+    expect(watches(log).map((r) => r.query.resourceVersion)).toContain(seen);
+    expect(errors).toEqual([expect.stringMatching(/GET http:\/\/127\.0\.0\.1:\d+\/api\/v1\/nodes\?watch=1.*: the watch stream broke/)]);
+    expect(relists).toEqual([]);
+  });
+
+  it('opens the next watch when the server ends one (its timeoutSeconds), from where it was', async () => {
+    await server.createNode(node('a'));
+    await startWatch({ watchTimeoutS: () => 1 });
+    await until('a second watch', async () => watches(await server.requests()).length === 2, 4000);
+    await server.patchNode('a', { metadata: { labels: { after: 'timeout' } } });
+    await until('the change', () => changes.length === 2);
+    const log = await server.requests();
+    expect(watches(log).map((r) => r.query.timeoutSeconds)).toEqual(['1', '1']);
+    expect(lists(log)).toHaveLength(1);
+    expect(errors).toEqual([]);
+  });
+
+  it('lists again after a forced 410 and reports what changed meanwhile (a Node gone, one added)', async () => {
+    await server.createNode(node('a'));
+    await server.createNode(node('b'));
+    const w = await startWatch();
+    // changes the watch will never see: the next watch is answered 410
+    await server.forceGone();
+    await server.dropWatches();
+    await server.deleteNode('a');
+    await server.createNode(node('c'));
+    await until('the re-list', () => !w.nodes().has('a') && w.nodes().has('c'));
+    // the broken stream may already have resumed and seen these before the 410: either way each is reported once
+    expect(changes.filter((c) => c === 'DELETED a')).toHaveLength(1);
+    expect(changes.filter((c) => c === 'ADDED c')).toHaveLength(1);
+    expect(relists).toEqual([expect.stringMatching(/watch ERROR 410 Expired: too old resource version/)]);
+    expect(lists(await server.requests())).toHaveLength(2);
+  });
+
+  it('lists again when the history moved past its resourceVersion while it was away', async () => {
+    await server.createNode(node('a'));
+    const w = await startWatch({ backoff: { initialMs: 300, maxMs: 300 } });
+    await server.dropWatches();
+    // more changes than the server's history holds, before the client is back (it waits 300 ms)
+    for (let i = 0; i < 7; i++) await server.patchNode('a', { metadata: { labels: { n: String(i) } } });
+    await until('the re-list', () => relists.length === 1);
+    await until('the last change', () => w.nodes().get('a')?.metadata.labels?.n === '6');
+    expect(relists[0]).toMatch(/too old resource version/);
+  });
+
+  it('moves its resourceVersion on with bookmarks, and resumes from there', async () => {
+    await server.createNode(node('a'));
+    const w = await startWatch();
+    const rv = await server.bumpResourceVersion(5); // writes to other resources
+    expect(w.resourceVersion).not.toBe(rv);
+    expect(await server.sendBookmarks()).toBe(1);
+    await until('the bookmark', () => w.resourceVersion === rv);
+    expect(changes).toEqual(['ADDED a']); // a bookmark is no change
+    await server.dropWatches();
+    await until('a watch from the bookmark', async () => watches(await server.requests()).some((r) => r.query.resourceVersion === rv));
+  });
+
+  it('retries a server that is away with a bounded backoff, reporting each failure, and stops when asked', async () => {
+    const port = await closedPort();
+    const away = new KubeClient({ server: `http://127.0.0.1:${port}`, description: 'test' });
+    const times: number[] = [];
+    const failures: string[] = [];
+    const w = new NodeWatch(away, { onChange: () => {}, onError: (e) => (times.push(Date.now()), failures.push(e.message)) }, { backoff: { initialMs: 40, maxMs: 160 } });
+    const started = w.start();
+    await until('six failures', () => times.length >= 6);
+    w.stop();
+    await started;
+    const gaps = times.slice(1).map((t, i) => t - times[i]);
+    expect(gaps.slice(0, 3).every((g, i) => g >= 40 * 2 ** i - 5)).toBe(true);
+    expect(Math.max(...gaps)).toBeLessThan(500); // doubling without a bound would be 640 ms by the fifth gap
+    expect(failures[0]).toBe(`GET http://127.0.0.1:${port}/api/v1/nodes: connect ECONNREFUSED 127.0.0.1:${port}`);
+    const n = times.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(times.length).toBe(n);
+    away.close();
+  });
+
+  it('takes a watch that brings nothing, not even a bookmark, for watchIdleMs as broken, and resumes it', async () => {
+    await server.createNode(node('a'));
+    const quiet = new KubeClient({ server: server.url, description: 'test' }, { watchIdleMs: 300 });
+    try {
+      changes = [];
+      errors = [];
+      await server.clearRequests();
+      watch = new NodeWatch(quiet, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message) }, { backoff: { initialMs: 10, maxMs: 10 } });
+      await watch.start();
+      await until('a second watch', async () => watches(await server.requests()).length >= 2);
+      expect(errors[0]).toMatch(/api\/v1\/nodes\?watch=1.*: no event or bookmark for 0.3 s$/);
+      await server.patchNode('a', { metadata: { labels: { still: 'seen' } } });
+      await until('the change', () => changes.includes('MODIFIED a'));
+      expect(lists(await server.requests())).toHaveLength(1);
+    } finally {
+      watch?.stop();
+      quiet.close();
+    }
+  });
+
+  it('stop() closes the watch', async () => {
+    const w = await startWatch();
+    w.stop();
+    await until('no open watch', async () => (await server.openWatches()) === 0);
+    watch = undefined;
+  });
+});
+
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}

@@ -1,0 +1,293 @@
+// The stand-in API server's semantics, checked with raw HTTP (not with our
+// client, which is tested against it; kubectl proves it in the integration
+// tests): storage and resourceVersions, the node strategies, the three patch
+// formats, watch replay / 410 / selectors / bookmarks / timeouts, auth.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import { KubeApiServer, startKubeApiServer } from '../../support/kube-apiserver';
+import { PatchError, jsonPatch, mergePatch, strategicMergePatch } from '../../support/kube-patch';
+import { until } from '../../support/expect';
+
+interface Answer {
+  status: number;
+  body: any;
+}
+
+function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  const text = body === undefined ? undefined : JSON.stringify(body);
+  const length: Record<string, string> = text === undefined ? {} : { 'content-length': String(Buffer.byteLength(text)) };
+  return new Promise((resolve, reject) => {
+    const req = http.request(base + path, { method, headers: { accept: 'application/json', ...length, ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+    });
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+/** Opens a watch; `events` fills as lines arrive; `ended` resolves when the server ends the stream. */
+function watch(base: string, query: string) {
+  const events: any[] = [];
+  let res!: http.IncomingMessage;
+  const ended = new Promise<'end' | 'broken'>((resolve) => {
+    http.get(`${base}/api/v1/nodes?watch=1&${query}`, (r) => {
+      res = r;
+      let buf = '';
+      r.on('data', (c) => {
+        buf += c;
+        for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+          events.push(JSON.parse(buf.slice(0, nl)));
+          buf = buf.slice(nl + 1);
+        }
+      });
+      r.on('end', () => resolve('end'));
+      r.on('close', () => resolve(r.complete ? 'end' : 'broken'));
+    }).on('error', () => resolve('broken'));
+  });
+  return { events, ended, close: () => res?.destroy() };
+}
+
+
+const node = (name: string, extra: object = {}) => ({ metadata: { name, labels: { role: 'worker' } }, spec: { podCIDR: '10.244.1.0/24' }, ...extra });
+const strategic = { 'content-type': 'application/strategic-merge-patch+json' };
+const merge = { 'content-type': 'application/merge-patch+json' };
+
+describe('stand-in API server: storage and strategies', () => {
+  let s: KubeApiServer;
+  beforeAll(async () => {
+    s = await startKubeApiServer({ historyLimit: 5 });
+  });
+  afterAll(() => s.stop());
+
+  it('creates, gets, lists; a second create is 409 AlreadyExists; a missing node is a 404 Status', async () => {
+    const created = await call(s.url, 'POST', '/api/v1/nodes', node('a'));
+    expect(created.status).toBe(201);
+    expect(created.body.metadata).toMatchObject({ name: 'a', uid: expect.any(String), resourceVersion: expect.stringMatching(/^\d+$/) });
+    expect((await call(s.url, 'POST', '/api/v1/nodes', node('a'))).body).toMatchObject({ kind: 'Status', code: 409, reason: 'AlreadyExists' });
+    expect((await call(s.url, 'GET', '/api/v1/nodes/a')).body.metadata.uid).toBe(created.body.metadata.uid);
+    const missing = await call(s.url, 'GET', '/api/v1/nodes/zz');
+    expect(missing).toEqual({ status: 404, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'nodes "zz" not found', reason: 'NotFound', details: { name: 'zz', kind: 'nodes' }, code: 404 } });
+    const list = await call(s.url, 'GET', '/api/v1/nodes');
+    expect(list.body.kind).toBe('NodeList');
+    expect(list.body.metadata.resourceVersion).toBe(created.body.metadata.resourceVersion);
+  });
+
+  it('bumps the resourceVersion on each write and not on a patch that changes nothing', async () => {
+    const before = (await call(s.url, 'GET', '/api/v1/nodes/a')).body.metadata.resourceVersion;
+    const same = await call(s.url, 'PATCH', '/api/v1/nodes/a', { metadata: { labels: { role: 'worker' } } }, strategic);
+    expect(same.body.metadata.resourceVersion).toBe(before);
+    const changed = await call(s.url, 'PATCH', '/api/v1/nodes/a', { metadata: { labels: { x: '1' } } }, strategic);
+    expect(Number(changed.body.metadata.resourceVersion)).toBe(Number(before) + 1);
+  });
+
+  it('takes a given metadata.resourceVersion as a precondition (409 Conflict when stale)', async () => {
+    const cur = (await call(s.url, 'GET', '/api/v1/nodes/a')).body;
+    const stale = await call(s.url, 'PATCH', '/api/v1/nodes/a', { metadata: { resourceVersion: '1', labels: { y: '1' } } }, merge);
+    expect(stale.body).toMatchObject({ code: 409, reason: 'Conflict' });
+    const put = await call(s.url, 'PUT', '/api/v1/nodes/a', { ...cur, metadata: { ...cur.metadata, labels: { z: '1' } } });
+    expect(put.body.metadata.labels).toEqual({ z: '1' });
+    expect((await call(s.url, 'PUT', '/api/v1/nodes/a', cur)).body.reason).toBe('Conflict');
+  });
+
+  it('keeps the status on a Node write and the spec on a /status write; metadata changes through both', async () => {
+    await s.patchNode('a', { status: { conditions: [{ type: 'Ready', status: 'True' }] } });
+    const viaNode = await call(s.url, 'PATCH', '/api/v1/nodes/a', { status: { conditions: null }, spec: { unschedulable: true } }, merge);
+    expect(viaNode.body.status.conditions).toEqual([{ type: 'Ready', status: 'True' }]);
+    expect(viaNode.body.spec.unschedulable).toBe(true);
+    const viaStatus = await call(s.url, 'PATCH', '/api/v1/nodes/a/status', { metadata: { annotations: { k: 'v' } }, spec: { unschedulable: false }, status: { conditions: [{ type: 'NetworkUnavailable', status: 'False' }] } }, strategic);
+    expect(viaStatus.body.spec.unschedulable).toBe(true);
+    expect(viaStatus.body.metadata.annotations).toEqual({ k: 'v' });
+    expect(viaStatus.body.status.conditions).toEqual([{ type: 'Ready', status: 'True' }, { type: 'NetworkUnavailable', status: 'False' }]);
+    expect((await call(s.url, 'GET', '/api/v1/nodes/a/status')).body.metadata.name).toBe('a');
+  });
+
+  it('applies JSON patches, refuses an unknown patch type (415), a renaming patch (400) and a failed test (422)', async () => {
+    const ok = await call(s.url, 'PATCH', '/api/v1/nodes/a', [{ op: 'add', path: '/metadata/labels/j', value: 'p' }], { 'content-type': 'application/json-patch+json' });
+    expect(ok.body.metadata.labels.j).toBe('p');
+    expect((await call(s.url, 'PATCH', '/api/v1/nodes/a', {}, { 'content-type': 'application/apply-patch+yaml' })).status).toBe(415);
+    expect((await call(s.url, 'PATCH', '/api/v1/nodes/a', { metadata: { name: 'b' } }, merge)).status).toBe(400);
+    expect((await call(s.url, 'PATCH', '/api/v1/nodes/a', [{ op: 'test', path: '/metadata/name', value: 'b' }], { 'content-type': 'application/json-patch+json' })).status).toBe(422);
+  });
+
+  it('lists by label and field selector; refuses an unsupported field', async () => {
+    await call(s.url, 'POST', '/api/v1/nodes', { metadata: { name: 'b', labels: { role: 'edge' } } });
+    const names = async (q: string) => (await call(s.url, 'GET', `/api/v1/nodes?${q}`)).body.items.map((n: any) => n.metadata.name);
+    expect(await names('labelSelector=role%3Dedge')).toEqual(['b']);
+    expect(await names('labelSelector=role%20in%20(edge%2Cworker)')).toEqual(['b']);
+    expect(await names('labelSelector=!role')).toEqual(['a']);
+    expect(await names('fieldSelector=metadata.name%3Da')).toEqual(['a']);
+    expect(await names('fieldSelector=metadata.name!%3Da')).toEqual(['b']);
+    expect((await call(s.url, 'GET', '/api/v1/nodes?fieldSelector=spec.podCIDR%3Dx')).status).toBe(400);
+  });
+
+  it('deletes with preconditions and answers a Success Status', async () => {
+    const b = (await call(s.url, 'GET', '/api/v1/nodes/b')).body;
+    const refused = await call(s.url, 'DELETE', '/api/v1/nodes/b', { preconditions: { uid: 'other' } });
+    expect(refused.body).toMatchObject({ code: 409, reason: 'Conflict' });
+    const del = await call(s.url, 'DELETE', '/api/v1/nodes/b', { preconditions: { uid: b.metadata.uid } });
+    expect(del.body).toMatchObject({ kind: 'Status', status: 'Success', details: { name: 'b', kind: 'nodes', uid: b.metadata.uid } });
+    expect(await s.getNode('b')).toBeUndefined();
+  });
+});
+
+describe('stand-in API server: watch', () => {
+  let s: KubeApiServer;
+  beforeAll(async () => {
+    s = await startKubeApiServer({ historyLimit: 4, bookmarkIntervalMs: 100 });
+  });
+  afterAll(() => s.stop());
+
+  it('from "0" sends an ADDED per Node, then live changes', async () => {
+    await s.createNode(node('w1'));
+    const w = watch(s.url, 'resourceVersion=0');
+    await until('the initial ADDED', () => w.events.length === 1);
+    await s.patchNode('w1', { metadata: { annotations: { a: '1' } } });
+    await s.deleteNode('w1');
+    await until('MODIFIED and DELETED', () => w.events.length === 3);
+    expect(w.events.map((e) => e.type)).toEqual(['ADDED', 'MODIFIED', 'DELETED']);
+    expect(w.events[2].object.metadata.annotations).toEqual({ a: '1' });
+    expect(Number(w.events[2].object.metadata.resourceVersion)).toBe(Number(w.events[1].object.metadata.resourceVersion) + 1);
+    w.close();
+  });
+
+  it('from N replays the changes after N; from before the history it is an ERROR event with a 410 Expired Status', async () => {
+    const from = (await call(s.url, 'GET', '/api/v1/nodes')).body.metadata.resourceVersion;
+    await s.createNode(node('w2'));
+    await s.patchNode('w2', { metadata: { labels: { a: '1' } } });
+    const w = watch(s.url, `resourceVersion=${from}`);
+    await until('the replay', () => w.events.length === 2);
+    expect(w.events.map((e) => e.type)).toEqual(['ADDED', 'MODIFIED']);
+    w.close();
+    for (let i = 0; i < 5; i++) await s.patchNode('w2', { metadata: { labels: { a: String(i + 2) } } });
+    const old = watch(s.url, `resourceVersion=${from}`);
+    expect(await old.ended).toBe('end');
+    expect(old.events).toEqual([{ type: 'ERROR', object: expect.objectContaining({ kind: 'Status', code: 410, reason: 'Expired', message: expect.stringMatching(/^too old resource version: \d+ \(\d+\)$/) }) }]);
+  });
+
+  it('forceGone() answers the next watch from a resourceVersion with 410, once', async () => {
+    const rv = (await call(s.url, 'GET', '/api/v1/nodes')).body.metadata.resourceVersion;
+    await s.forceGone();
+    const first = watch(s.url, `resourceVersion=${rv}`);
+    await first.ended;
+    expect(first.events[0].object.code).toBe(410);
+    const second = watch(s.url, `resourceVersion=${rv}&timeoutSeconds=1`);
+    expect(await second.ended).toBe('end');
+    expect(second.events).toEqual([]);
+  });
+
+  it('sends DELETED when a Node stops matching the selector and ADDED when it starts', async () => {
+    const w = watch(s.url, 'resourceVersion=0&labelSelector=role%3Dworker');
+    await until('the initial ADDED', () => w.events.length === 1);
+    await s.patchNode('w2', { metadata: { labels: { role: 'edge' } } });
+    await s.patchNode('w2', { metadata: { labels: { role: 'worker' } } });
+    await until('two events', () => w.events.length === 3);
+    expect(w.events.map((e) => e.type)).toEqual(['ADDED', 'DELETED', 'ADDED']);
+    w.close();
+  });
+
+  it('sends bookmarks (only when allowed) carrying the current resourceVersion, also after writes elsewhere', async () => {
+    const rv = await s.bumpResourceVersion(3);
+    const w = watch(s.url, 'resourceVersion=0&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dnone');
+    const plain = watch(s.url, 'resourceVersion=0&fieldSelector=metadata.name%3Dnone');
+    await until('a bookmark', () => w.events.length > 0);
+    expect(w.events[0]).toMatchObject({ type: 'BOOKMARK', object: { kind: 'Node', metadata: { resourceVersion: rv } } });
+    expect(plain.events).toEqual([]);
+    w.close();
+    plain.close();
+  });
+
+  it('ends the stream after timeoutSeconds, and dropWatches() breaks it', async () => {
+    const t0 = Date.now();
+    expect(await watch(s.url, 'resourceVersion=0&timeoutSeconds=1').ended).toBe('end');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    const w = watch(s.url, 'resourceVersion=0');
+    await until('the watch to open', () => w.events.length > 0);
+    expect(await s.dropWatches()).toBe(1);
+    expect(await w.ended).toBe('broken');
+  });
+
+  it('answers a Table to kubectl\'s Accept header, with its node columns', async () => {
+    const t = await call(s.url, 'GET', '/api/v1/nodes', undefined, { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' });
+    expect(t.body.kind).toBe('Table');
+    expect(t.body.columnDefinitions.map((c: any) => c.name).slice(0, 5)).toEqual(['Name', 'Status', 'Roles', 'Age', 'Version']);
+    expect(t.body.rows[0].cells[0]).toBe('w2');
+    expect(t.body.rows[0].object.kind).toBe('PartialObjectMetadata');
+  });
+});
+
+describe('stand-in API server: authentication and roles', () => {
+  let s: KubeApiServer;
+  beforeAll(async () => {
+    s = await startKubeApiServer({ users: [{ name: 'admin', token: 'adm', role: 'admin' }, { name: 'system:serviceaccount:kube-flannel:flannel', token: 'fl', role: 'flannel' }] });
+    await s.createNode(node('n1'));
+  });
+  afterAll(() => s.stop());
+
+  it('answers 401 without a token or with a wrong one; /version is public', async () => {
+    expect((await call(s.url, 'GET', '/api/v1/nodes')).body).toMatchObject({ code: 401, reason: 'Unauthorized' });
+    expect((await call(s.url, 'GET', '/api/v1/nodes', undefined, { authorization: 'Bearer nope' })).status).toBe(401);
+    expect((await call(s.url, 'GET', '/version')).status).toBe(200);
+    expect((await call(s.url, 'GET', '/api/v1/nodes', undefined, { authorization: 'Bearer adm' })).status).toBe(200);
+  });
+
+  it('gives the flannel role what kube-flannel\'s ClusterRole gives: read nodes, patch nodes/status', async () => {
+    const fl = { authorization: 'Bearer fl' };
+    expect((await call(s.url, 'GET', '/api/v1/nodes/n1', undefined, fl)).status).toBe(200);
+    expect((await call(s.url, 'PATCH', '/api/v1/nodes/n1/status', { metadata: { annotations: { a: 'b' } } }, { ...fl, ...strategic })).status).toBe(200);
+    const denied = await call(s.url, 'PATCH', '/api/v1/nodes/n1', { metadata: { annotations: { a: 'c' } } }, { ...fl, ...strategic });
+    expect(denied.body).toMatchObject({ code: 403, reason: 'Forbidden', message: 'nodes "n1" is forbidden: User "system:serviceaccount:kube-flannel:flannel" cannot patch resource "nodes" in API group "" at the cluster scope' });
+    expect((await call(s.url, 'DELETE', '/api/v1/nodes/n1', undefined, fl)).status).toBe(403);
+  });
+
+  it('records who asked for what', async () => {
+    const log = await s.requests();
+    expect(log.some((r) => r.method === 'PATCH' && r.path === '/api/v1/nodes/n1/status' && r.user === 'system:serviceaccount:kube-flannel:flannel' && r.status === 200)).toBe(true);
+  });
+});
+
+describe('the patch formats', () => {
+  const n = { metadata: { name: 'a', annotations: { keep: '1', drop: '2' }, finalizers: ['f1'] }, spec: { podCIDRs: ['10.0.0.0/24'], taints: [{ key: 't1' }] }, status: { conditions: [{ type: 'Ready', status: 'True' }, { type: 'MemoryPressure', status: 'False' }] } };
+
+  it('merge patch: maps merge, null deletes, lists are replaced', () => {
+    expect(mergePatch(n, { metadata: { annotations: { drop: null, add: '3' } }, status: { conditions: [{ type: 'X', status: 'True' }] } })).toEqual({
+      ...n,
+      metadata: { ...n.metadata, annotations: { keep: '1', add: '3' } },
+      status: { conditions: [{ type: 'X', status: 'True' }] },
+    });
+  });
+
+  it('strategic merge patch: conditions merge by type, with $patch delete and $setElementOrder', () => {
+    const out = strategicMergePatch(n, {
+      status: { '$setElementOrder/conditions': [{ type: 'NetworkUnavailable' }, { type: 'Ready' }], conditions: [{ type: 'Ready', status: 'False' }, { type: 'NetworkUnavailable', status: 'False' }, { type: 'MemoryPressure', $patch: 'delete' }] },
+    }) as any;
+    expect(out.status.conditions).toEqual([{ type: 'NetworkUnavailable', status: 'False' }, { type: 'Ready', status: 'False' }]);
+  });
+
+  it('strategic merge patch: podCIDRs and finalizers merge as sets, other lists (taints) are replaced, $deleteFromPrimitiveList and $retainKeys work', () => {
+    const out = strategicMergePatch(n, { metadata: { finalizers: ['f2'], '$deleteFromPrimitiveList/finalizers': ['f1'] }, spec: { podCIDRs: ['fd00::/64'], taints: [{ key: 't2' }] } }) as any;
+    expect(out.metadata.finalizers).toEqual(['f2']);
+    expect(out.spec).toEqual({ podCIDRs: ['10.0.0.0/24', 'fd00::/64'], taints: [{ key: 't2' }] });
+    expect((strategicMergePatch(n, { spec: { $retainKeys: ['taints'], taints: [] } }) as any).spec).toEqual({ taints: [] });
+    expect((strategicMergePatch(n, { status: { conditions: [{ $patch: 'replace' }, { type: 'Only', status: 'True' }] } }) as any).status.conditions).toEqual([{ type: 'Only', status: 'True' }]);
+  });
+
+  it('JSON patch: add, remove, replace, move, copy, test; pointers with ~0 ~1; errors', () => {
+    const out = jsonPatch(n, [
+      { op: 'add', path: '/metadata/annotations/a~1b', value: 'x' },
+      { op: 'remove', path: '/metadata/annotations/drop' },
+      { op: 'replace', path: '/status/conditions/0/status', value: 'False' },
+      { op: 'add', path: '/spec/podCIDRs/-', value: 'fd00::/64' },
+      { op: 'copy', from: '/metadata/annotations/keep', path: '/metadata/annotations/copied' },
+      { op: 'move', from: '/metadata/annotations/copied', path: '/metadata/annotations/moved' },
+      { op: 'test', path: '/metadata/annotations/moved', value: '1' },
+    ]) as any;
+    expect(out.metadata.annotations).toEqual({ keep: '1', 'a/b': 'x', moved: '1' });
+    expect(out.status.conditions[0].status).toBe('False');
+    expect(out.spec.podCIDRs).toEqual(['10.0.0.0/24', 'fd00::/64']);
+    expect(n.metadata.annotations.drop).toBe('2'); // the input is untouched
+    expect(() => jsonPatch(n, [{ op: 'remove', path: '/metadata/nothing' }])).toThrow(PatchError);
+    expect(() => jsonPatch(n, [{ op: 'test', path: '/metadata/name', value: 'b' }])).toThrow(/testing value/);
+  });
+});

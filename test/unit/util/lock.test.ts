@@ -1,0 +1,85 @@
+// The flock(2) lock: exclusion, the bounded wait, and a dead holder costing nothing.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { withLock } from '../../../src/util/lock';
+import { CniError } from '../../../src/cni/errors';
+
+let dir: string;
+let lockFile: string;
+beforeEach(() => {
+  dir = fs.mkdtempSync(join(tmpdir(), 'lock-'));
+  lockFile = join(dir, 'lock');
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * Another process holding the lock: flock(1) takes it and, without forking,
+ * becomes `cat`, which echoes a line once it runs (so once the lock is held).
+ */
+async function holder() {
+  const child = spawn('flock', ['--exclusive', '--no-fork', lockFile, 'cat'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdin.write('held\n');
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once('data', () => resolve());
+    child.once('error', reject);
+  });
+  const closed = new Promise<void>((r) => child.once('close', () => r()));
+  return { child, closed };
+}
+
+describe('withLock', () => {
+  it('creates the lock file and runs the function holding the lock', async () => {
+    const got = await withLock(lockFile, 1000, async () => 42);
+    expect(got).toBe(42);
+    expect(fs.statSync(lockFile).isFile()).toBe(true);
+  });
+
+  it('excludes: a second holder waits until the first is done', async () => {
+    const order: string[] = [];
+    let release!: () => void;
+    const first = withLock(lockFile, 1000, async () => {
+      order.push('first in');
+      await new Promise<void>((r) => (release = r));
+      order.push('first out');
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const second = withLock(lockFile, 5000, async () => void order.push('second'));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(order).toEqual(['first in']);
+    release();
+    await Promise.all([first, second]);
+    expect(order).toEqual(['first in', 'first out', 'second']);
+  });
+
+  it('gives up after the timeout with code 11, naming the lock', async () => {
+    const h = await holder();
+    try {
+      const started = Date.now();
+      const err = await withLock(lockFile, 300, async () => 'never').catch((e) => e);
+      expect(err).toBeInstanceOf(CniError);
+      expect(err.code).toBe(11);
+      expect(err.message).toBe(`timed out after 300 ms waiting for the lock ${lockFile}`);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    } finally {
+      h.child.kill('SIGKILL');
+      await h.closed;
+    }
+  });
+
+  it('a holder killed with SIGKILL frees the lock at once', async () => {
+    const h = await holder();
+    const waiting = withLock(lockFile, 10_000, async () => Date.now());
+    await new Promise((r) => setTimeout(r, 100));
+    const killedAt = Date.now();
+    h.child.kill('SIGKILL');
+    expect((await waiting) - killedAt).toBeLessThan(1000);
+  });
+
+  it('a lock file that cannot be opened is an I/O failure naming it', async () => {
+    const err = await withLock(join(dir, 'missing', 'lock'), 100, async () => 0).catch((e) => e);
+    expect(err).toMatchObject({ code: 5, message: `cannot open the lock file ${join(dir, 'missing', 'lock')}: ENOENT` });
+  });
+});

@@ -1,0 +1,94 @@
+// When the daemon reconciles (fake timers): debounced requests, one pass at a
+// time with at most one more queued, periodic passes armed only when the
+// previous one ended, and a stop that waits for the pass in flight.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ReconcileLoop } from '../../../src/util/reconcile-loop';
+
+describe('ReconcileLoop', () => {
+  let passes: { why: string; start: number; end?: number }[];
+  let passMs: number;
+  let housekeeping: number[];
+  let loop: ReconcileLoop;
+
+  beforeEach(() => {
+    vi.useFakeTimers();
+    passes = [];
+    passMs = 0;
+    housekeeping = [];
+    loop = new ReconcileLoop(
+      async (why) => {
+        const p: (typeof passes)[number] = { why, start: Date.now() };
+        passes.push(p);
+        await new Promise((r) => setTimeout(r, passMs));
+        p.end = Date.now();
+      },
+      1000,
+      async () => {
+        housekeeping.push(Date.now());
+      },
+    );
+  });
+  afterEach(async () => {
+    const stopped = loop.stop();
+    await vi.runAllTimersAsync(); // a pass still in flight ends
+    await stopped;
+    vi.useRealTimers();
+  });
+
+  const overlapping = () => passes.some((p, i) => i > 0 && p.start < passes[i - 1].end!);
+
+  it('requests within 20 ms make one pass', async () => {
+    for (const why of ['put a', 'put b', 'delete c']) {
+      loop.request(why);
+      await vi.advanceTimersByTimeAsync(5);
+    }
+    await vi.advanceTimersByTimeAsync(14); // 19 ms after the last request
+    expect(passes).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(passes.map((p) => p.why)).toEqual(['delete c']);
+  });
+
+  it('a pass requested while one runs runs once more afterwards, however many requests came', async () => {
+    passMs = 100;
+    const first = loop.run('start');
+    for (let i = 0; i < 5; i++) void loop.run(`change ${i}`);
+    await vi.advanceTimersByTimeAsync(250);
+    await first;
+    expect(passes).toHaveLength(2);
+    expect(overlapping()).toBe(false);
+  });
+
+  it('periodic passes: housekeeping first, the next one interval after the previous ended (a slow pass never stacks)', async () => {
+    passMs = 1500; // longer than the interval
+    const t0 = Date.now();
+    loop.startPeriodic();
+    await vi.advanceTimersByTimeAsync(999);
+    expect(passes).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1 + 1500 + 1000 + 1500);
+    expect(passes.map((p) => [p.why, p.start])).toEqual([
+      ['periodic reconcile', t0 + 1000],
+      ['periodic reconcile', t0 + 1000 + 1500 + 1000],
+    ]);
+    expect(housekeeping).toEqual([passes[0].start, passes[1].start]);
+    expect(overlapping()).toBe(false);
+  });
+
+  it('stop waits for the pass in flight; nothing runs after it', async () => {
+    passMs = 300;
+    loop.startPeriodic();
+    await vi.advanceTimersByTimeAsync(1100); // a periodic pass is running
+    loop.request('put x');
+    const stopped = loop.stop();
+    let done = false;
+    void stopped.then(() => (done = true));
+    await vi.advanceTimersByTimeAsync(100);
+    expect(done).toBe(false);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(done).toBe(true);
+    await loop.run('after stop');
+    loop.request('after stop');
+    loop.startPeriodic();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(passes.map((p) => p.why)).toEqual(['periodic reconcile']);
+  });
+});
