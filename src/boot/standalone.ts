@@ -6,10 +6,12 @@
 import { getAsset } from 'node:sea';
 import { basename } from 'node:path';
 import { runWithCodeCache } from './code-cache';
+import { ignoreNodeEnvironment } from './environment';
 
 /** Name run as -> [asset holding the bundle, code cache id]; written by build.mjs. */
 declare const __BUNDLES__: Record<string, [string, string]>;
 
+ignoreNodeEnvironment();
 const name = basename(process.argv0);
 const bundle = Object.hasOwn(__BUNDLES__, name) ? __BUNDLES__[name] : undefined;
 if (bundle) {
