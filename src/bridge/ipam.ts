@@ -25,7 +25,8 @@ export function planIpam(type: string, path: readonly string[]): IpamPlan {
   return { type, file, inProcess: type === 'host-local' && isOurBundle(file) };
 }
 
-const SHEBANG = '#!/usr/bin/env node';
+/** How our scripts begin (build.mjs: env(1) unsets NODE_OPTIONS first, then the other NODE_* variables Node reads at start). */
+const SHEBANG = '#!/usr/bin/env -S -u NODE_OPTIONS ';
 
 /**
  * Our host-local, runnable in this process: this very executable (the
