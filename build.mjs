@@ -93,7 +93,8 @@ const common = {
 };
 
 const bundle = async (entry, define) => (await build({ ...common, entryPoints: [entry], define })).outputFiles[0].text;
-const hash = (text) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+const sha256 = (text) => createHash('sha256').update(text).digest('hex');
+const hash = (text) => sha256(text).slice(0, 16);
 
 /**
  * The plugin bundle of `name` (src/cmd/<name>.ts) with its CLI (src/cli/<name>.ts)
@@ -132,7 +133,11 @@ function shebang() {
 // bin/<plugin>: the shebang and a loader with the bundle inside.
 mkdirSync('bin', { recursive: true });
 for (const [exe, b] of Object.entries(EXECUTABLES)) {
-  const define = { __PAYLOAD__: JSON.stringify(payloads[b]), __PAYLOAD_ID__: JSON.stringify(`${b}-${hash(payloads[b])}`) };
+  const define = {
+    __PAYLOAD__: JSON.stringify(payloads[b]),
+    __PAYLOAD_ID__: JSON.stringify(`${b}-${hash(payloads[b])}`),
+    __PAYLOAD_SHA256__: JSON.stringify(sha256(payloads[b])),
+  };
   writeExecutable(`bin/${exe}`, shebang() + (await bundle('src/boot/script.ts', define)));
 }
 
@@ -153,8 +158,8 @@ function runtimeNode() {
   if (have() !== want) quiet('npm', ['ci', '--prefix', 'runtime', '--no-audit', '--no-fund']);
   const got = have();
   if (got !== want) throw new Error(`standalone build: ${RUNTIME_NODE} is ${got ?? 'missing'}, runtime/package-lock.json pins ${want}`);
-  const sha256 = createHash('sha256').update(readFileSync(RUNTIME_NODE)).digest('hex');
-  console.log(`standalone: embedding Node.js ${got} (${RUNTIME_PACKAGE}, bin/node sha256 ${sha256})`);
+  const digest = createHash('sha256').update(readFileSync(RUNTIME_NODE)).digest('hex');
+  console.log(`standalone: embedding Node.js ${got} (${RUNTIME_PACKAGE}, bin/node sha256 ${digest})`);
   return RUNTIME_NODE;
 }
 
@@ -183,7 +188,7 @@ async function buildStandalone() {
       assets[b] = join(work, `${b}.js`);
       writeFileSync(assets[b], payloads[b]);
     }
-    for (const [exe, b] of Object.entries(EXECUTABLES)) bundles[exe] = [b, `${b}.sea-${hash(payloads[b])}`];
+    for (const [exe, b] of Object.entries(EXECUTABLES)) bundles[exe] = [b, `${b}.sea-${hash(payloads[b])}`, sha256(payloads[b])];
     const main = join(work, 'main.js');
     writeFileSync(main, await bundle('src/boot/standalone.ts', { __BUNDLES__: JSON.stringify(bundles) }));
     const blob = join(work, 'sea.blob');

@@ -5,6 +5,7 @@ import { ignoreNodeEnvironment } from './environment';
 
 declare const __PAYLOAD__: string;
 declare const __PAYLOAD_ID__: string;
+declare const __PAYLOAD_SHA256__: string;
 
 ignoreNodeEnvironment();
-runWithCodeCache(__PAYLOAD__, __PAYLOAD_ID__, { exports, require, module, filename: __filename, dirname: __dirname });
+runWithCodeCache({ source: __PAYLOAD__, id: __PAYLOAD_ID__, sha256: __PAYLOAD_SHA256__ }, { exports, require, module, filename: __filename, dirname: __dirname });
