@@ -7,5 +7,5 @@ declare const __PAYLOAD__: string;
 declare const __PAYLOAD_ID__: string;
 declare const __PAYLOAD_SHA256__: string;
 
-ignoreNodeEnvironment();
+ignoreNodeEnvironment(false);
 runWithCodeCache({ source: __PAYLOAD__, id: __PAYLOAD_ID__, sha256: __PAYLOAD_SHA256__ }, { exports, require, module, filename: __filename, dirname: __dirname });

@@ -11,7 +11,7 @@ import { ignoreNodeEnvironment } from './environment';
 /** Name run as -> [asset holding the bundle, code cache id, SHA-256 of the bundle]; written by build.mjs. */
 declare const __BUNDLES__: Record<string, [string, string, string]>;
 
-ignoreNodeEnvironment();
+ignoreNodeEnvironment(true);
 const name = basename(process.argv0);
 const bundle = Object.hasOwn(__BUNDLES__, name) ? __BUNDLES__[name] : undefined;
 if (bundle) {
