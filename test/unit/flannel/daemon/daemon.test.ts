@@ -5,7 +5,7 @@
 // the machine; for that reason the overlays here are IPv4 only (an IPv6
 // overlay makes the daemon set net.ipv6.conf.all.forwarding of its own
 // namespace, the machine's): flannel-ipv6.test.ts runs those in namespaces.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import { RunResult, Runner, setRunner } from '../../../../src/iproute/exec';
 import { Prefix } from '../../../../src/net/ip';
 import { FakeFirewall } from '../../../support/fake-firewall';
 import { MemStore } from '../../../support/mem-store';
-import { until } from '../../../support/expect';
+import { waitFor } from '../../../support/wait';
 
 // ---------------------------------------------------------------------------
 // The node: a model of what the daemon runs (`ip`, `bridge`; the firewall
@@ -174,6 +174,8 @@ class FakeNode {
 
 const peerValue = (n: number, mac = `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}`) =>
   `{"PublicIP":"192.168.88.${n}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
+/** The daemon's timers (reconciles, renewals, resyncs) on a clock the test moves: "a dozen reconciles" is exact, however busy the machine. */
+const fakeClock = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
 const peerMac = (n: number) => `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}`;
 
 describe('the daemon (in-memory store, model of the node)', () => {
@@ -191,6 +193,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     daemons = [];
   });
   afterEach(async () => {
+    vi.useRealTimers();
     for (const d of daemons) await d.stop();
     node.uninstall();
     rmSync(dir, { recursive: true, force: true });
@@ -245,8 +248,9 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.put('10.88.1.0-24', peerValue(1), 600); // ours: VTEP MAC 0a:00:00:00:00:01
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.put('10.88.9.0-24', peerValue(9, peerMac(1)), 600); // "192.168.88.9" claims our MAC
+    fakeClock();
     await daemon({ reconcileMs: 20 }).start();
-    await new Promise((r) => setTimeout(r, 200)); // several reconciles
+    await vi.advanceTimersByTimeAsync(200); // ten reconciles
     expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
     expect(node.fdb.filter((f) => f.mac === peerMac(1))).toEqual([]);
     expect(node.routes.map((r) => r.dst)).not.toContain('10.88.9.0/24');
@@ -286,15 +290,16 @@ describe('the daemon (in-memory store, model of the node)', () => {
   it('a failure met on every reconcile is logged when it appears and when it ends, not on each pass', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     node.failLine = (line) => (line.startsWith('route replace 10.88.2.0/24') ? 'Error: Nexthop has invalid gateway.' : undefined);
+    fakeClock();
     await daemon({ reconcileMs: 20 }).start();
-    await new Promise((r) => setTimeout(r, 300)); // a dozen reconciles
+    await vi.advanceTimersByTimeAsync(300); // fifteen reconciles
     expect(node.calls.filter((c) => c.includes('route replace 10.88.2.0/24')).length).toBeGreaterThan(5);
     expect(logs.filter((l) => l.includes('reconcile failed'))).toEqual([
       'reconcile failed: flannel.1 peers: ip route replace 10.88.2.0/24 via 10.88.2.0 dev flannel.1 onlink: Error: Nexthop has invalid gateway.; retrying on each reconcile',
     ]);
     node.failLine = undefined;
-    await until('the route', () => node.has('10.88.2.0/24', peerMac(2), '192.168.88.2'), 1000);
-    await new Promise((r) => setTimeout(r, 100));
+    await vi.advanceTimersByTimeAsync(100); // five more
+    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
     expect(logs.filter((l) => l.includes('programmed again'))).toEqual(['flannel.1: every peer is programmed again']);
     // the watch's reconnect attempts while etcd is away: each message once, not per attempt
     for (let i = 0; i < 4; i++) store.watchError(new Error(i % 2 ? 'The etcd watch stream was unexpectedly ended' : 'etcd mem unreachable'));
@@ -303,11 +308,12 @@ describe('the daemon (in-memory store, model of the node)', () => {
 
   // (renewal timing, retries and reservations: flannel-store-manager.test.ts, with fake timers)
   it('a renewal refused (another node holds our subnet now) makes the reconcile see the conflict: each logged once, not on every retry', async () => {
+    fakeClock();
     store.put('10.88.1.0-24', peerValue(1), 600);
     const d = daemon({ leaseTtlS: 1, reconcileMs: 50 });
     await d.start();
     store.put('10.88.1.0-24', peerValue(9), 600); // 192.168.88.9 took it
-    await new Promise((r) => setTimeout(r, 2600)); // renewals retried every second
+    await vi.advanceTimersByTimeAsync(2600); // renewals retried every second, reconciles every 50 ms
     expect(store.calls.filter((c) => c.startsWith('renew 10.88.1.0-24')).length).toBeGreaterThanOrEqual(3);
     expect(logs.filter((l) => l.startsWith('cannot renew'))).toEqual(["cannot renew lease 10.88.1.0/24: it now holds another node's data"]);
     expect(logs.filter((l) => l.startsWith('CONFLICT'))).toHaveLength(1);
@@ -317,7 +323,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.createDelayMs = 200; // SIGTERM arrives while etcd writes our new lease
     const d = daemon({ releaseOnExit: true });
     const started = d.start().then(() => 'running', (err: Error) => err.message);
-    await until('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')), 1000);
+    await waitFor('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')));
     await d.stop();
     expect(await started).toBe('stopped while starting');
     expect([...store.entries.keys()]).toEqual([]);
@@ -328,12 +334,13 @@ describe('the daemon (in-memory store, model of the node)', () => {
 
   it('--release-on-exit: stopped while waiting to retry (etcd down), nothing is held and the stop is immediate', async () => {
     store.down = true;
+    fakeClock();
     const d = daemon({ releaseOnExit: true });
     const started = d.start().catch((err: Error) => err.message);
-    await until('the first failure', () => logs.some((l) => l.startsWith('cannot read the network config')), 1000);
+    await vi.waitFor(() => expect(logs.some((l) => l.startsWith('cannot read the network config'))).toBe(true));
     const t0 = Date.now();
-    await d.stop();
-    expect(Date.now() - t0).toBeLessThan(500);
+    await d.stop(); // the clock stands still: a stop that waited for the retry timer would never return
+    expect(Date.now()).toBe(t0);
     expect(await started).toBe('stopped');
     expect(store.calls.filter((c) => c.startsWith('remove'))).toEqual([]);
   });
@@ -341,8 +348,10 @@ describe('the daemon (in-memory store, model of the node)', () => {
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);
+    fakeClock();
     await daemon().start(); // periodic reconcile: every 60 s
-    await until('the peer that joined before the watch to be programmed', () => node.has('10.88.3.0/24', peerMac(3), '192.168.88.3'), 1000);
+    await vi.advanceTimersByTimeAsync(1000); // the watch's replay, not the periodic reconcile
+    expect(node.has('10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
     expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
   });
 
@@ -386,6 +395,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
   it('--ip-masq and forward rules: put in place at start (FLANNEL_IPMASQ=true), put back on resync, kept on a plain stop, removed with --release-on-exit', async () => {
     const fw = node.firewall;
     const traffic = { ipMasq: true, randomFully: true, forwardRules: true, resyncMs: 30 };
+    fakeClock();
     const d = daemon({ traffic });
     await d.start();
     const subnet = /FLANNEL_SUBNET=10\.88\.(\d+)\.1/.exec(readFileSync(join(dir, 'subnet.env'), 'utf8'))![1];
@@ -400,11 +410,14 @@ describe('the daemon (in-memory store, model of the node)', () => {
     // nothing to do while all is in place: one listing per table, no restore
     const restores = () => fw.calls.filter((c) => c.startsWith('iptables-restore')).length;
     const before = restores();
-    await new Promise((r) => setTimeout(r, 100));
+    const listings = fw.calls.filter((c) => c === 'iptables-save -t nat').length;
+    await vi.advanceTimersByTimeAsync(100); // three resyncs
+    expect(fw.calls.filter((c) => c === 'iptables-save -t nat').length).toBeGreaterThanOrEqual(listings + 3);
     expect(restores()).toBe(before);
-    // a rule deleted by hand comes back
+    // a rule deleted by hand comes back at the next resync
     fw.ipt.get('4 filter')!.get('FORWARD')!.length = 0;
-    await until('the FORWARD jump to be put back', () => fw.rules(4).includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD'), 1000);
+    await vi.advanceTimersByTimeAsync(30);
+    expect(fw.rules(4)).toContain('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD');
     expect(logs).toContain('IPv4 forward rules (iptables) had been changed or removed: put back');
     await daemons.pop()!.stop();
     expect(fw.rules(4)).toEqual(rules); // a plain stop leaves them, as flanneld does
@@ -448,7 +461,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     node.links.delete('flannel.1');
     expect(await d.health()).toMatch(/^no VTEP holds 10\.88\.\d+\.0\/32/);
     store.put('10.88.200.0-24', peerValue(9), 600); // any change: a reconcile repairs the VTEP
-    await until('the VTEP to be repaired', () => node.links.has('flannel.1'), 1000);
+    await waitFor('the VTEP to be repaired', () => node.links.has('flannel.1'));
     expect(await d.health()).toBeUndefined();
     await d.stop();
     expect([await d.health(), d.ready()]).toEqual(['stopping', false]);
