@@ -68,11 +68,15 @@ export function leaseStoreContract(name: string, make: StoreFactory, opts: { wat
       expect((await listed()).map((l) => `${l.subnet} ${l.ipv6}`).sort()).toEqual(['10.88.3.0/24 fd88:0:0:1::/64', '10.88.4.0/24 fd88:0:0:2::/64']);
     });
 
-    it('a lease created without a TTL is a reservation (permanent), and a renewal without one keeps it so', async () => {
-      expect(await store.create(A, attrs(1), 0)).toBe(true);
-      expect(await listed()).toEqual([{ subnet: '10.88.3.0/24', ipv6: undefined, ip: '192.168.88.1', permanent: true }]);
+    it('a renewal without a TTL makes the lease a reservation (permanent), and the next one keeps it so', async () => {
+      // (only renew takes ttlS 0: the daemon creates leases with its --lease-ttl, and EtcdStore.create always grants an etcd lease)
+      expect(await store.create(A, attrs(1), 60)).toBe(true);
+      expect((await listed())[0].permanent).toBe(false);
       const [lease] = (await store.list()).leases;
       expect(await store.renew(A, attrs(1), 0, lease.raw)).toBe(true);
+      expect(await listed()).toEqual([{ subnet: '10.88.3.0/24', ipv6: undefined, ip: '192.168.88.1', permanent: true }]);
+      const [reservation] = (await store.list()).leases;
+      expect(await store.renew(A, attrs(1), 0, reservation.raw)).toBe(true);
       expect((await listed())[0].permanent).toBe(true);
     });
 

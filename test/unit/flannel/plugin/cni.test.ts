@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -227,9 +227,19 @@ describe('CNI commands with a fake delegate', () => {
   });
   it('subnet.env appearing during the wait is used', async () => {
     rmSync(subnetFile);
-    setTimeout(() => writeFileSync(subnetFile, ENV_TEXT), 150);
-    const out = await run('ADD', baseConf({ subnetWaitMs: 3000 }));
-    expect(out.exitCode).toBe(0);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'Date'] }); // the wait's clock, moved by the test
+    let out: Awaited<ReturnType<typeof run>>;
+    try {
+      const pending = run('ADD', baseConf({ subnetWaitMs: 3000 }));
+      await vi.advanceTimersByTimeAsync(1000); // looked several times: still missing, still waiting
+      writeFileSync(subnetFile, ENV_TEXT);
+      await vi.advanceTimersByTimeAsync(500); // the next look finds it
+      vi.useRealTimers();
+      out = await pending;
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(out.exitCode, out.stdout).toBe(0);
   });
   it('subnet.env lacking a key: code 11 naming the key', async () => {
     writeFileSync(subnetFile, 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n');
