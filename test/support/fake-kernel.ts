@@ -35,9 +35,12 @@ export interface FakeLink {
 export interface FakeRoute {
   dst: string;
   gateway?: string;
-  dev: string;
+  /** None for a blackhole route. */
+  dev?: string;
   /** Made with `onlink` (flannel's routes via a peer's VTEP address). */
   onlink?: true;
+  type?: 'blackhole';
+  metric?: number;
 }
 
 export interface FakeNeigh {
@@ -176,7 +179,7 @@ export class FakeKernel {
     this.calls.push(rec);
     const fw = this.firewall?.run(argv, input);
     if (fw) return fw;
-    if (argv[0] === 'ip') return argv.includes('-batch') ? this.ipBatch(argv, input ?? '', netns ?? '') : this.ipShow(argv, netns ?? '');
+    if (argv[0] === 'ip') return argv.includes('-batch') ? this.ipBatch(argv, input ?? '', netns ?? '') : this.ipSingle(argv, netns ?? '');
     if (argv[0] === 'sysctl') {
       this.sysctls.push({ netns, settings: argv.filter((a) => a.includes('=')) });
       return { stdout: '', stderr: '', code: 0 };
@@ -193,7 +196,21 @@ export class FakeKernel {
     return join(this.runDir, name);
   }
 
-  /** One `ip [-json] [-details] [-4|-6] OBJECT show ...` (no batch): the shows the flannel daemon reads. */
+  /** One `ip` command without a batch: a show, or one change as a batch line would make it. */
+  private ipSingle(argv: string[], netns: string): RunResult {
+    const w = argv.slice(1).filter((a) => !a.startsWith('-'));
+    if (w[1] === 'show') return this.ipShow(argv, netns);
+    const injected = this.failures.find((f) => w.join(' ').includes(f.match) && (f.netns === undefined || f.netns === netns));
+    try {
+      if (injected) throw new Error(injected.msg);
+      this.line(w, netns);
+      return { stdout: '', stderr: '', code: 0 };
+    } catch (err) {
+      return { stdout: '', stderr: `${(err as Error).message}\n`, code: 2 };
+    }
+  }
+
+  /** One `ip [-json] [-details] [-4|-6] OBJECT show ...`: the shows the flannel daemon reads. */
   private ipShow(argv: string[], netns: string): RunResult {
     const family = argv.includes('-4') ? 4 : argv.includes('-6') ? 6 : undefined;
     const w = argv.slice(1).filter((a) => !a.startsWith('-'));
@@ -211,9 +228,12 @@ export class FakeKernel {
     }
     if (w[0] === 'route' && w[1] === 'show') {
       const root = opt('root') && Prefix.parse(opt('root')!)!;
-      const routes = this.routesIn(netns).filter((r) => (!dev || r.dev === dev) && (!root || (r.dst !== 'default' && root.contains(Prefix.parse(r.dst)!.network))));
+      const type = opt('type');
+      const routes = this.routesIn(netns).filter((r) =>
+        (!dev || r.dev === dev) && (!type || r.type === type) && (!root || (r.dst !== 'default' && root.contains(Prefix.parse(r.dst)!.network))));
       return json(routes.filter((r) => ofFamily(r.dst === 'default' ? (r.gateway ?? '') : r.dst)).map((r) => ({
-        dst: r.dst, ...(r.gateway ? { gateway: r.gateway } : {}), ...(dev ? {} : { dev: r.dev }), flags: r.onlink ? ['onlink'] : [],
+        ...(r.type ? { type: r.type } : {}), dst: r.dst, ...(r.gateway ? { gateway: r.gateway } : {}), ...(dev || !r.dev ? {} : { dev: r.dev }),
+        ...(r.metric !== undefined ? { metric: r.metric } : {}), flags: r.onlink ? ['onlink'] : [],
       })));
     }
     return { stdout: '', stderr: `fake kernel: unsupported command ${argv.join(' ')}\n`, code: 1 };
@@ -391,6 +411,19 @@ export class FakeKernel {
       const kept = this.neigh(netns).filter((n) => !(n.dev === name && n.dst === w[2]));
       if (verb === 'replace') kept.push({ dev: name, dst: w[2], lladdr: opt('lladdr')! });
       this.neighs.set(netns, kept);
+      return undefined;
+    }
+    if (obj === 'route' && w[2] === 'blackhole' && (verb === 'add' || verb === 'del')) {
+      const routes = this.routesIn(netns);
+      const metric = opt('metric') === undefined ? undefined : Number(opt('metric'));
+      const at = routes.findIndex((r) => r.type === 'blackhole' && r.dst === w[3] && r.metric === metric);
+      if (verb === 'add') {
+        if (at >= 0) throw new Error('RTNETLINK answers: File exists');
+        routes.push({ type: 'blackhole', dst: w[3], ...(metric !== undefined ? { metric } : {}) });
+      } else {
+        if (at < 0) throw new Error('RTNETLINK answers: No such process');
+        routes.splice(at, 1);
+      }
       return undefined;
     }
     if (obj === 'route' && (verb === 'replace' || verb === 'del')) {

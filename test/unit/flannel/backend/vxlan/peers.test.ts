@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { IP, Prefix } from '../../../../../src/net/ip';
 import { Actual, PlanError, applyPlan, desiredPeers, planPeers } from '../../../../../src/flannel/backend/vxlan/peers';
-import { Runner, setRunner } from '../../../../../src/iproute/exec';
+import { FakeKernel } from '../../../../support/fake-kernel';
 import { Lease, LeaseAttrs } from '../../../../../src/flannel/lease';
 
 const P = (s: string) => Prefix.parse(s)!;
@@ -226,23 +226,20 @@ describe('DirectRouting', () => {
 });
 
 describe('applying a plan', () => {
-  let prev: Runner | undefined;
-  afterEach(() => {
-    if (prev) setRunner(prev);
-  });
+  let kernel: FakeKernel;
+  afterEach(() => kernel.uninstall());
   it('a line the kernel refuses does not keep the other batches from running; the refusal is reported after them', async () => {
-    const batches: { program: string; lines: string[] }[] = [];
-    prev = setRunner(async (argv, input) => {
-      const lines = (input ?? '').trim().split('\n');
-      batches.push({ program: argv[0], lines });
-      // the neighbour of 10.88.2.0 is refused (as the kernel would refuse a bad lladdr)
-      const bad = lines.findIndex((l) => l.startsWith('neigh replace 10.88.2.0 '));
-      return bad < 0 ? { stdout: '', stderr: '', code: 0 } : { stdout: '', stderr: `RTNETLINK answers: Invalid argument\nCommand failed -:${bad + 1}\n`, code: 1 };
-    });
+    kernel = new FakeKernel().install();
+    kernel.links().set('flannel.1', FakeKernel.link({ name: 'flannel.1', mtu: 1450, mac: '0a:00:00:00:00:01', vxlan: { id: 1, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false } }));
+    // the neighbour of 10.88.2.0 is refused (as the kernel would refuse a bad lladdr)
+    kernel.failures.push({ match: 'neigh replace 10.88.2.0 ', msg: 'RTNETLINK answers: Invalid argument' });
     const plan = planPeers(desiredPeers([A, B], self, net).peers, empty, 'flannel.1', net);
     const err = await applyPlan(plan).then(() => undefined, (e: unknown) => e);
-    // all three batches ran: B's neighbour, both FDB entries, both routes
-    expect(batches.map((b) => [b.program, b.lines.length])).toEqual([['ip', 2], ['bridge', 2], ['ip', 2]]);
+    // all three batches ran: B is programmed whole, A all but its neighbour
+    expect(kernel.calls.map((c) => c.argv[0])).toEqual(['ip', 'bridge', 'ip']);
+    expect(kernel.neigh().map((n) => n.dst)).toEqual(['10.88.3.0']);
+    expect(kernel.fdb().map((f) => f.dst).sort()).toEqual(['192.168.88.2', '192.168.88.3']);
+    expect(kernel.routesIn().map((r) => r.dst).sort()).toEqual(['10.88.2.0/24', '10.88.3.0/24']);
     expect(err).toBeInstanceOf(PlanError);
     expect((err as PlanError).message).toBe('ip neigh replace 10.88.2.0 lladdr 0a:00:00:00:00:02 dev flannel.1 nud permanent: RTNETLINK answers: Invalid argument');
     expect([...(err as PlanError).failedChanges].map((i) => plan.changes[i])).toEqual(['neigh 10.88.2.0 → 0a:00:00:00:00:02: added']);
