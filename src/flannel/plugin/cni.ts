@@ -191,12 +191,12 @@ async function add(req: Request): Promise<Result> {
   const env = await waitSubnetEnv(fc);
   const conf = renderDelegate(req.conf, fc, env);
   const type = conf.type as string;
-  findPlugin(type, req.inv.path, 'delegate.type'); // fail before anything is written
+  const file = findPlugin(type, req.inv.path, 'delegate.type'); // fail before anything is written
   ensureDir(fc.dataDir, 0o700);
   const text = JSON.stringify(conf);
   writeFileAtomic(savedPath(fc, req), text, { mode: 0o600, durable: true });
   writeFlannelCopy(fc, req, text);
-  const result = await delegate({ command: 'ADD', type, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
+  const result = await delegate({ command: 'ADD', type, file, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });
   if (!result) throw new CniError(ErrorCode.Internal, `delegate "${type}" returned no result`);
   return result;
 }
