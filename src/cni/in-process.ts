@@ -10,7 +10,7 @@
 // CNI_TS_DELEGATE_EXEC=1 forces the exec path everywhere (tests compare both).
 import { basename } from 'node:path';
 import { handle, type PluginHandlers } from './skel';
-import { ownBuildStamp, readBuildStamp } from './build-stamp';
+import { ownBuildStamp, readBuildStamp, type BuildStamp } from './build-stamp';
 
 export type PluginLoader = () => Promise<PluginHandlers>;
 
@@ -30,10 +30,8 @@ export const execForced = (env: NodeJS.ProcessEnv = process.env) => env.CNI_TS_D
  * that plugin; undefined means exec it. A script runs the bundle its stamp
  * names, a standalone executable the one it is named after.
  */
-export function ownPlugin(file: string): PluginLoader | undefined {
-  if (loaders.size === 0 || execForced()) return undefined;
-  const own = ownBuildStamp();
-  if (!own) return undefined;
+export function ownPlugin(file: string, own: BuildStamp | undefined = ownBuildStamp()): PluginLoader | undefined {
+  if (loaders.size === 0 || execForced() || !own) return undefined;
   const stamp = readBuildStamp(file);
   if (!stamp || stamp.id !== own.id) return undefined;
   return loaders.get(stamp.bundle ?? basename(file));
