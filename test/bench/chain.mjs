@@ -108,6 +108,7 @@ function renderedConflist(ours, dir, k) {
   const saved = JSON.parse(readFileSync(join(ours.dir, 'flannel', `${NETWORK}:render:eth0`), 'utf8'));
   saved.bridge = `cbch${k}`;
   saved.ipam.dataDir = join(dir, 'ipam');
+  saved.ipam.ranges = [[{ subnet: `10.90.${k + 1}.0/24` }]]; // each contender its own subnet (and bridge)
   const { cniVersion, name, ...bridge } = saved;
   return { cniVersion, name, plugins: [bridge, { type: 'portmap', capabilities: { portMappings: true } }] };
 }
@@ -161,13 +162,14 @@ function outer() {
       input: JSON.stringify({ cniVersion: '0.3.1', name: NETWORK, ...flannelConflist(ours.dir, 0, 'cbch0').plugins[0] }),
     });
     if (render.status !== 0) throw new Error(`rendering the delegate config failed: ${render.stdout}${render.stderr}`);
+    const k = contenders.length;
+    const goDir = join(state, 'gb');
+    const rendered = renderedConflist(ours, goDir, k);
     inHost([join(standalone, 'flannel')], {
       env: { PATH: process.env.PATH, CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'render', CNI_NETNS: `/run/netns/${CTR}`, CNI_IFNAME: 'eth0', CNI_PATH: ours.path },
       input: JSON.stringify({ cniVersion: '0.3.1', name: NETWORK, ...flannelConflist(ours.dir, 0, 'cbch0').plugins[0] }),
     });
-    const k = contenders.length;
-    const goDir = join(state, 'gb');
-    contenders.push(writeContender(state, { key: 'gb', name: 'Go bridge + host-local (rendered)', path: GO, env: {}, conflist: renderedConflist(ours, goDir, k) }, k));
+    contenders.push(writeContender(state, { key: 'gb', name: 'Go bridge + host-local (rendered)', path: GO, env: {}, conflist: rendered }, k));
     if (goFlannel) {
       const bin = join(state, 'goflannel-bin');
       mkdirSync(bin);
