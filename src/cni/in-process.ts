@@ -23,15 +23,17 @@ export function holdsPlugin(bundle: string, load: PluginLoader): void {
 }
 
 /** Whether delegates must be exec'd whatever they are. */
-export const execForced = (env: NodeJS.ProcessEnv = process.env) => env.CNI_TS_DELEGATE_EXEC === '1';
+const execForced = () => process.env.CNI_TS_DELEGATE_EXEC === '1';
 
 /**
  * The plugin `file` runs, when it is this build and this executable holds
  * that plugin; undefined means exec it. A script runs the bundle its stamp
  * names, a standalone executable the one it is named after.
  */
-export function ownPlugin(file: string, own: BuildStamp | undefined = ownBuildStamp()): PluginLoader | undefined {
-  if (loaders.size === 0 || execForced() || !own) return undefined;
+export function ownPlugin(file: string, self: () => BuildStamp | undefined = ownBuildStamp): PluginLoader | undefined {
+  if (loaders.size === 0 || execForced()) return undefined;
+  const own = self();
+  if (!own) return undefined;
   const stamp = readBuildStamp(file);
   if (!stamp || stamp.id !== own.id) return undefined;
   return loaders.get(stamp.bundle ?? basename(file));

@@ -42,31 +42,31 @@ const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'fake' });
 
 describe('ownPlugin', () => {
   it('takes a file of this build, installed under any name, and the plugin its stamp names', () => {
-    expect(ownPlugin(script('renamed', ID, 'fake'), { id: ID })).toBeDefined();
+    expect(ownPlugin(script('renamed', ID, 'fake'), () => ({ id: ID }))).toBeDefined();
   });
 
   it('execs a file of another build, a bundle this executable does not hold, or no stamp', () => {
-    expect(ownPlugin(script('older', OTHER, 'fake'), { id: ID })).toBeUndefined();
-    expect(ownPlugin(script('unheld', ID, 'portmap'), { id: ID })).toBeUndefined();
-    expect(ownPlugin(script('unstamped', ID, 'fake'), undefined)).toBeUndefined();
+    expect(ownPlugin(script('older', OTHER, 'fake'), () => ({ id: ID }))).toBeUndefined();
+    expect(ownPlugin(script('unheld', ID, 'portmap'), () => ({ id: ID }))).toBeUndefined();
+    expect(ownPlugin(script('unstamped', ID, 'fake'), () => undefined)).toBeUndefined();
     const plain = join(dir, 'plain');
     fs.writeFileSync(plain, '#!/bin/sh\nexit 0\n');
-    expect(ownPlugin(plain, { id: ID })).toBeUndefined();
+    expect(ownPlugin(plain, () => ({ id: ID }))).toBeUndefined();
   });
 
   it('takes a standalone executable by the name it is installed under', () => {
     const fakeElf = join(dir, 'fake');
     fs.writeFileSync(fakeElf, Buffer.concat([Buffer.from('\x7fELF', 'latin1'), Buffer.alloc(200)]));
     stampStandalone(fakeElf, ID);
-    expect(ownPlugin(fakeElf, { id: ID })).toBeDefined();
+    expect(ownPlugin(fakeElf, () => ({ id: ID }))).toBeDefined();
     const otherName = join(dir, 'other-name');
     fs.copyFileSync(fakeElf, otherName);
-    expect(ownPlugin(otherName, { id: ID })).toBeUndefined();
+    expect(ownPlugin(otherName, () => ({ id: ID }))).toBeUndefined();
   });
 
   it('CNI_TS_DELEGATE_EXEC=1 forces the exec path', () => {
     vi.stubEnv('CNI_TS_DELEGATE_EXEC', '1');
-    expect(ownPlugin(script('forced', ID, 'fake'), { id: ID })).toBeUndefined();
+    expect(ownPlugin(script('forced', ID, 'fake'), () => ({ id: ID }))).toBeUndefined();
   });
 });
 
