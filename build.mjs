@@ -25,6 +25,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { brotliCompressSync, constants as zlib } from 'node:zlib';
+import { buildId, scriptStamp, stampStandalone } from './build-stamp.mjs';
 
 const BUNDLES = ['host-local', 'bridge', 'vxlan-flannel'];
 /** Executable name -> bundle: `flannel` is vxlan-flannel under the name of flannel's own CNI plugin. */
@@ -114,6 +115,7 @@ function writeExecutable(file, text) {
 }
 
 const payloads = Object.fromEntries(await Promise.all(BUNDLES.map(async (b) => [b, await pluginBundle(b)])));
+const id = buildId(version, payloads);
 
 /**
  * The scripts' first line: env(1) starts `node` without the NODE_* variables
@@ -125,7 +127,7 @@ function shebang() {
   const source = readFileSync('src/boot/environment.ts', 'utf8');
   const names = [...source.match(/STARTUP_NODE_VARIABLES = \[([^\]]*)\]/)[1].matchAll(/'(NODE_\w+)'/g)].map((m) => m[1]);
   const line = `#!/usr/bin/env -S ${names.map((n) => `-u ${n} `).join('')}node\n`;
-  // src/bridge/ipam.ts knows our scripts by their first bytes: `#!/usr/bin/env -S -u NODE_OPTIONS `
+  // NODE_OPTIONS first: the one that runs code; the line must fit (src/cni/build-stamp.ts reads 512 bytes)
   if (names[0] !== 'NODE_OPTIONS' || line.length > 255) throw new Error(`build: bad shebang (${line.length} bytes): ${line}`);
   return line;
 }
@@ -138,7 +140,7 @@ for (const [exe, b] of Object.entries(EXECUTABLES)) {
     __PAYLOAD_ID__: JSON.stringify(`${b}-${hash(payloads[b])}`),
     __PAYLOAD_SHA256__: JSON.stringify(sha256(payloads[b])),
   };
-  writeExecutable(`bin/${exe}`, shebang() + (await bundle('src/boot/script.ts', define)));
+  writeExecutable(`bin/${exe}`, shebang() + scriptStamp(id, b) + (await bundle('src/boot/script.ts', define)));
 }
 
 if (standalone) await buildStandalone();
@@ -204,6 +206,7 @@ async function buildStandalone() {
     chmodSync(exe, 0o755);
     // postject's ELF writer (LIEF) prints harmless warnings about note sections: shown only on failure.
     quiet(process.execPath, ['node_modules/postject/dist/cli.js', exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
+    stampStandalone(exe, id);
     for (const name of others) linkSync(exe, join('dist/bin', name));
   } finally {
     rmSync(work, { recursive: true, force: true });
