@@ -456,11 +456,18 @@ describe('Backend.DirectRouting (flanneld\'s): peers on the same underlay subnet
     expect(st.json.problems).toEqual([]);
     const text = await topo.cli(n11, ['status', '--subnet-file', topo.subnetFile(n11), ...direct]);
     expect(text.stdout.split('\n').find((l) => l.includes(s12.subnet))).toMatch(/ +- +- +ok \(direct\)$/);
-    // the direct route deleted by hand: status says so, the reconcile puts it back
-    topo.ip(n11.ns, `route del ${s12.subnet} via ${n12.ip} dev eth0`);
-    const broken = await topo.cli(n11, ['status', '--json', '--subnet-file', topo.subnetFile(n11), ...direct]);
+    // the direct route deleted by hand: status says so, the reconcile puts it back. The daemon is
+    // paused meanwhile: its 1 s reconcile would otherwise repair the route before a slow status looks.
+    d11!.proc.kill('SIGSTOP');
+    let broken: Awaited<ReturnType<typeof topo.cli>>;
+    try {
+      topo.ip(n11.ns, `route del ${s12.subnet} via ${n12.ip} dev eth0`);
+      broken = await topo.cli(n11, ['status', '--json', '--subnet-file', topo.subnetFile(n11), ...direct]);
+    } finally {
+      d11!.proc.kill('SIGCONT');
+    }
     expect([broken.code, broken.json.problems]).toEqual([1, [`peer ${s12.subnet}: direct route missing or wrong`]]);
-    await waitFor('the direct route to be put back', () => routeTo(n11, s12.subnet)[0]?.gateway === n12.ip, 3000, 50);
+    await waitFor('the direct route to be put back', () => routeTo(n11, s12.subnet)[0]?.gateway === n12.ip, 30_000, 50);
     await topo.etcdctl(['del', '/direct/network/subnets/10.55.200.0-24']);
   });
 
