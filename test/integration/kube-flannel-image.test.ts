@@ -24,6 +24,7 @@ import { waitFor } from '../support/wait';
 import { ROOT, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
 import { KubeApiServerProcess, spawnKubeApiServer } from '../support/kube-apiserver-process';
+import { PrivateContainerd } from './containerd';
 import type { JsonObject } from '../support/kube-apiserver';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -350,4 +351,17 @@ describe('deploy/kube-flannel.yml with the image, run as a kubelet runs it', () 
     expect(await logsOf(running.n3)).toMatch(/reusing VTEP flannel\.1/);
     expect(await topo.ping(p3, p2.ip)).toBe(true);
   }, 180_000);
+
+  it('containerd takes the same archive: `ctr images import` gives the image the manifest names', async () => {
+    const ctrd = await PrivateContainerd.start({ name: 'kfi', bridge: 'kfi-ctrd', subnet: '10.77.241.0/24' });
+    try {
+      const ctr = (args: string[]) => sh(['ctr', '--address', ctrd.socket, '-n', 'cni-ts-image', ...args]);
+      const t0 = Date.now();
+      ctr(['images', 'import', IMAGE_TAR]);
+      process.stdout.write(`[kfi] ctr images import: ${Date.now() - t0} ms\n`);
+      expect(ctr(['images', 'ls', '-q'])).toContain(daemonContainer.image);
+    } finally {
+      await ctrd.stop();
+    }
+  }, 120_000);
 });
