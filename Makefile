@@ -83,6 +83,7 @@ test-unit: node_modules
 test-integration: test-prereqs standalone image
 	npx vitest run --project integration
 
+# GO_FLANNEL=/path/to/flannel adds flannel's own Go plugin (the full Go chain) to the pod chain bench.
 bench: standalone
 	node test/bench/run.mjs
 
