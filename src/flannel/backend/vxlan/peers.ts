@@ -89,10 +89,11 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
   const skipped: string[] = [];
   const v6 = network.family === 6;
   const data = v6 ? 'BackendV6Data' : 'BackendData';
+  const selfKey = self.subnet.toString();
   for (const l of leases) {
-    const what = `lease ${describeSubnets(l)}`;
     const subnet = subnetOf(l, network.family);
-    if (subnet && subnet.toString() === self.subnet.toString()) continue;
+    if (subnet && subnet.toString() === selfKey) continue;
+    const what = `lease ${describeSubnets(l)}`;
     if (l.attrs.backendType !== 'vxlan') {
       skipped.push(`${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`);
       continue;
@@ -138,9 +139,16 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
     }
     candidates.push({ peer: { subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() }, what });
   }
+  const byMac = new Map<string, { peer: Peer; what: string }[]>();
+  for (const c of candidates) {
+    const list = byMac.get(c.peer.mac);
+    if (list) list.push(c);
+    else byMac.set(c.peer.mac, [c]);
+  }
   const peers: Peer[] = [];
   for (const c of candidates) {
-    const others = candidates.filter((o) => o !== c && o.peer.mac === c.peer.mac && o.peer.publicIP !== c.peer.publicIP);
+    const sameMac = byMac.get(c.peer.mac)!;
+    const others = sameMac.length === 1 ? [] : sameMac.filter((o) => o !== c && o.peer.publicIP !== c.peer.publicIP);
     if (others.length) {
       skipped.push(`${c.what}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => o.what).join(', ')}: neither is programmed`);
       continue;
@@ -171,8 +179,9 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     plan[batch].push(line);
     plan.owners[batch].push(plan.changes.length);
   };
-  const directPeers = all.filter((p) => isDirectPeer(p, direct));
-  const peers = all.filter((p) => !directPeers.includes(p));
+  const directPeers: Peer[] = [];
+  const peers: Peer[] = [];
+  for (const p of all) (direct.length && isDirectPeer(p, direct) ? directPeers : peers).push(p);
   planDirect(directPeers, actual, add, plan.changes, network);
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
@@ -193,15 +202,26 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     add('ipFirst', routeDel({ dst, dev }));
     plan.changes.push(`route ${dst}: removed (no lease)`);
   }
+  // the kernel's entries by what they are looked up by: one pass each, not one per peer
+  const neighOf = firstBy(actual.neigh, (e) => norm(e.dst));
+  const routeOf = firstBy(actual.routes, (e) => Prefix.parse(e.dst)?.toString());
+  const fdbOf = new Map<string, FdbEntry[]>();
+  for (const e of actual.fdb) {
+    if (!e.dst) continue;
+    const mac = e.mac.toLowerCase();
+    const list = fdbOf.get(mac);
+    if (list) list.push(e);
+    else fdbOf.set(mac, [e]);
+  }
   for (const p of peers) {
-    const n = actual.neigh.find((e) => norm(e.dst) === p.vtepIP);
+    const n = neighOf.get(p.vtepIP);
     if (n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac) continue;
     add('ipFirst', neighReplace(p.vtepIP, p.mac, dev));
     plan.changes.push(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`);
   }
 
   for (const p of peers) {
-    const entries = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
+    const entries = fdbOf.get(p.mac) ?? [];
     if (entries.length === 1 && norm(entries[0].dst) === p.publicIP && entries[0].state === 'permanent') continue;
     // `replace` rewrites a MAC's one remote in place; extra remotes (appended by hand) go first.
     if (entries.length > 1) for (const e of entries) add('bridge', fdbDel(e.mac, e.dst!, dev));
@@ -217,7 +237,7 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
 
   for (const p of peers) {
     const dst = p.subnet.toString();
-    const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
+    const r = routeOf.get(dst);
     if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
     add('ipLast', routeReplace({ dst, gw: p.vtepIP, dev, onlink: true }));
     plan.changes.push(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`);
@@ -228,6 +248,47 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     plan.changes.push(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
   }
   return plan;
+}
+
+/** The first of `items` per key (as `find` would return it), keyed once. */
+function firstBy<T>(items: readonly T[], key: (item: T) => string | undefined): Map<string, T> {
+  const map = new Map<string, T>();
+  for (const item of items) {
+    const k = key(item);
+    if (k !== undefined && !map.has(k)) map.set(k, item);
+  }
+  return map;
+}
+
+/**
+ * What the kernel holds once a plan for `peers` has been applied in full:
+ * planning against it (instead of a fresh readActual) gives only the
+ * commands a change of the peers needs (planChanges). Cheap: no exec, no
+ * parsing of the kernel's lists.
+ */
+export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = []): Actual {
+  const actual: Required<Actual> = { neigh: [], fdb: [], routes: [], direct: [] };
+  for (const p of peers) {
+    const dst = p.subnet.toString();
+    if (direct.length && isDirectPeer(p, direct)) {
+      actual.direct.push({ dst, gateway: p.publicIP });
+      continue;
+    }
+    actual.neigh.push({ dst: p.vtepIP, lladdr: p.mac, state: ['PERMANENT'] });
+    actual.fdb.push({ mac: p.mac, dst: p.publicIP, state: 'permanent' });
+    actual.routes.push({ dst, gateway: p.vtepIP, flags: ['onlink'] });
+  }
+  return actual;
+}
+
+/**
+ * The commands that take the peers from `before` (as programmed by an
+ * earlier plan that was applied in full) to `after`, without reading the
+ * kernel: what a change seen by the watch needs. Drift (entries removed by
+ * hand) is left to the periodic full pass (planPeers on readActual).
+ */
+export function planChanges(before: readonly Peer[], after: readonly Peer[], dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
+  return planPeers(after, programmed(before, direct), dev, network, direct);
 }
 
 /**
@@ -254,10 +315,10 @@ function planDirect(
     add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
     changes.push(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`);
   }
+  const present = new Set((actual.direct ?? []).map((e) => `${Prefix.parse(e.dst)?.toString()} via ${norm(e.gateway)}`));
   for (const p of peers) {
     const dst = p.subnet.toString();
-    const r = actual.direct?.find((e) => Prefix.parse(e.dst)?.toString() === dst && norm(e.gateway) === p.publicIP);
-    if (r) continue;
+    if (present.has(`${dst} via ${p.publicIP}`)) continue;
     add('ipLast', routeReplace({ dst, gw: p.publicIP }));
     changes.push(`route ${dst} via ${p.publicIP} (direct): added`);
   }
