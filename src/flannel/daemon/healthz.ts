@@ -4,6 +4,7 @@
 //                 503 otherwise, with one line saying why
 //   GET /readyz   200 once start-up has finished (firewall rules in place,
 //                 subnet.env written), as flanneld's; 503 before and while stopping
+//   GET /metrics  Prometheus text format (metrics.ts), when given
 // Anything else is 404. Plain node:http, nothing is read from the request
 // but its method and path.
 import { createServer } from 'node:http';
@@ -22,7 +23,7 @@ export interface HealthServer {
 }
 
 /** Listens on `at` and answers from `source`; resolves once listening. */
-export async function serveHealth(at: { ip: string; port: number }, source: HealthSource): Promise<HealthServer> {
+export async function serveHealth(at: { ip: string; port: number }, source: HealthSource, metrics?: { render(): string }): Promise<HealthServer> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     const reply = (code: number, text: string) => {
@@ -31,6 +32,10 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'method not allowed');
     if (path === '/readyz') return source.ready() ? reply(200, 'vxlan-flannel is ready') : reply(503, 'vxlan-flannel is not ready yet');
+    if (path === '/metrics' && metrics) {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'cache-control': 'no-store' });
+      return res.end(req.method === 'HEAD' ? undefined : metrics.render());
+    }
     if (path !== '/healthz') return reply(404, 'not found: /healthz, /readyz');
     source.health().then(
       (problem) => (problem === undefined ? reply(200, 'ok: lease held, VTEPs up') : reply(503, problem.replace(/[\r\n]+/g, ' '))),

@@ -37,6 +37,15 @@ describe('health endpoints', () => {
     expect(await get('/healthz')).toEqual([503, 'cannot tell: ip: not found\n']);
   });
 
+  it('/metrics: the registry\'s text, as Prometheus reads it; no registry, no route', async () => {
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { health: async () => undefined, ready: () => true }, { render: () => 'flannel_peers{family="ipv4"} 3\n' });
+    const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
+    expect([res.status, res.headers.get('content-type'), await res.text()]).toEqual([200, 'text/plain; version=0.0.4; charset=utf-8', 'flannel_peers{family="ipv4"} 3\n']);
+    await server.close();
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { health: async () => undefined, ready: () => true });
+    expect((await get('/metrics'))[0]).toBe(404);
+  });
+
   it('a port in use is an error at start', async () => {
     server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { health: async () => undefined, ready: () => true });
     await expect(serveHealth({ ip: '127.0.0.1', port: server.port }, { health: async () => undefined, ready: () => true })).rejects.toThrow(/EADDRINUSE/);
