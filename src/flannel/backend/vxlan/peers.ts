@@ -281,14 +281,48 @@ export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = [
   return actual;
 }
 
+const samePeer = (a: Peer, b: Peer) => a.mac === b.mac && a.publicIP === b.publicIP && a.vtepIP === b.vtepIP;
+
 /**
  * The commands that take the peers from `before` (as programmed by an
  * earlier plan that was applied in full) to `after`, without reading the
- * kernel: what a change seen by the watch needs. Drift (entries removed by
- * hand) is left to the periodic full pass (planPeers on readActual).
+ * kernel: what a change seen by the watch needs. Only the peers that changed
+ * are planned, with those sharing a VTEP MAC with them (their FDB entry is
+ * one): the cost follows the change, not the cluster (beyond indexing the
+ * two lists by key). Drift (entries removed by hand) is left to the periodic
+ * full pass (planPeers on readActual).
  */
 export function planChanges(before: readonly Peer[], after: readonly Peer[], dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
-  return planPeers(after, programmed(before, direct), dev, network, direct);
+  const index = (peers: readonly Peer[]) => {
+    const bySubnet = new Map<string, Peer>();
+    const byMac = new Map<string, string[]>();
+    for (const p of peers) {
+      const key = p.subnet.toString();
+      bySubnet.set(key, p);
+      const keys = byMac.get(p.mac);
+      if (keys) keys.push(key);
+      else byMac.set(p.mac, [key]);
+    }
+    return { bySubnet, byMac };
+  };
+  const was = index(before);
+  const now = index(after);
+  const changed = new Set<string>();
+  for (const [key, p] of now.bySubnet) {
+    const q = was.bySubnet.get(key);
+    if (!q || !samePeer(p, q)) changed.add(key);
+  }
+  for (const key of was.bySubnet.keys()) if (!now.bySubnet.has(key)) changed.add(key);
+  // peers sharing a MAC with a changed one: the FDB entry is theirs too
+  const involved = new Set(changed);
+  for (const key of changed) {
+    for (const p of [was.bySubnet.get(key), now.bySubnet.get(key)]) {
+      if (!p) continue;
+      for (const k of [...(was.byMac.get(p.mac) ?? []), ...(now.byMac.get(p.mac) ?? [])]) involved.add(k);
+    }
+  }
+  const pick = (m: Map<string, Peer>) => [...involved].map((k) => m.get(k)).filter((p): p is Peer => !!p);
+  return planPeers(pick(now.bySubnet), programmed(pick(was.bySubnet), direct), dev, network, direct);
 }
 
 /**
