@@ -4,7 +4,7 @@
 // operator of a large cluster would see it. Both run in a throwaway network
 // namespace (the daemon's underlay is one end of a veth pair there).
 //
-//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,file)
+//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,etcd,file)
 //
 // Per N, medians over SCALE_REPEAT rounds where it makes sense:
 // - all peers programmed: the daemon's start until every peer's route is on
@@ -18,9 +18,9 @@
 // - RSS after start and at the end; the daemon's CPU while every Node's
 //   status is rewritten once per 10 s (kubelets' heartbeats);
 // - one periodic full reconcile pass (the daemon's /metrics histogram).
-// With SCALE_STORE=file: the same peers as N leases in the embedded file
-// store: the new node's own lease chosen and written, all peers programmed,
-// one lease changed.
+// With the etcd and file stores (SCALE_STORE=kube,etcd,file by default): the
+// same peers as N leases: the new node's own lease chosen and written, all
+// peers programmed, one lease changed.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
@@ -38,7 +38,7 @@ const NS = 'cnibench-scale';
 const NETNS = `/run/netns/${NS}`;
 const SIZES = (process.env.SCALE_NODES ?? '1000,5000').split(',').map(Number);
 const REPEAT = Number(process.env.SCALE_REPEAT ?? 5);
-const STORES = (process.env.SCALE_STORE ?? 'kube,file').split(',');
+const STORES = (process.env.SCALE_STORE ?? 'kube,etcd,file').split(',');
 const P = 'flannel.alpha.coreos.com';
 const HZ = 100; // USER_HZ: /proc's CPU times are in these ticks
 
@@ -213,7 +213,6 @@ const NET_CONF = JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backen
 const s = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
 
 async function benchKube(n, dir) {
-  setupNs();
   const api = await startApi(dir);
   const out = { store: 'kube', n };
   let d;
@@ -291,14 +290,12 @@ async function benchKube(n, dir) {
   } finally {
     await d?.stop();
     await api.stop();
-    spawnSync('ip', ['netns', 'del', NS]);
   }
   return out;
 }
 
 /** The embedded file store with N leases: the new node's lease chosen and written, all peers programmed, one lease changed. */
 async function benchFile(n, dir) {
-  setupNs();
   const out = { store: 'file', n };
   const leaseDir = join(dir, 'leases');
   mkdirSync(join(leaseDir, 'subnets'), { recursive: true, mode: 0o700 });
@@ -326,9 +323,64 @@ async function benchFile(n, dir) {
     throw err;
   } finally {
     await d?.stop();
-    spawnSync('ip', ['netns', 'del', NS]);
   }
   return out;
+}
+
+/** etcd (in the namespace) with N leases in flannel's schema: as the file store. */
+async function benchEtcd(n, dir) {
+  const out = { store: 'etcd', n };
+  const etcd = spawn('etcd', ['--data-dir', join(dir, 'etcd'), '--listen-client-urls', 'http://127.0.0.1:23790', '--advertise-client-urls', 'http://127.0.0.1:23790', '--listen-peer-urls', 'http://127.0.0.1:23800', '--initial-advertise-peer-urls', 'http://127.0.0.1:23800', '--initial-cluster', 'default=http://127.0.0.1:23800', '--log-level', 'error'], { stdio: 'ignore' });
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts: 'http://127.0.0.1:23790' });
+  let d;
+  try {
+    for (let k = 0; ; k++) {
+      try {
+        await client.put('/coreos.com/network/config').value(JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan', VNI: 1 } }));
+        break;
+      } catch (err) {
+        if (k > 100) throw err;
+        await sleep(100);
+      }
+    }
+    const lease = client.lease(86400, { autoKeepAlive: false });
+    const value = (i, gen = 0) => JSON.stringify({ PublicIP: publicIp(i), PublicIPv6: null, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: mac(i, gen) } });
+    const key = (i) => `/coreos.com/network/subnets/${subnetOf(i).replace('/', '-')}`;
+    const ids = Array.from({ length: n }, (_, k) => k + 1);
+    await parallel(ids, 16, (i) => lease.put(key(i)).value(value(i)));
+    out.floor = kernelFloor(n);
+    const t0 = process.hrtime.bigint();
+    d = startDaemon(dir, ['--etcd-endpoints', 'http://127.0.0.1:23790']);
+    out.leased = await until(() => /lease .* \(new\)/.test(d.log()), t0, 'our lease');
+    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
+    await sleep(1000);
+    const changes = [];
+    for (let r = 1; r <= REPEAT; r++) {
+      const i = r * 11;
+      changes.push(await timedChange(d, () => lease.put(key(i)).value(value(i, r)), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
+    }
+    out.mac = { ms: median(changes.map((x) => x.ms)), cpuMs: median(changes.map((x) => x.cpuMs)) };
+    out.rssEnd = rssMiB(d.pid);
+  } catch (err) {
+    console.error(d?.log().slice(-3000));
+    throw err;
+  } finally {
+    await d?.stop();
+    client.close();
+    etcd.kill('SIGTERM');
+    await new Promise((r) => etcd.once('exit', r));
+  }
+  return out;
+}
+
+// Inner: one configuration, run inside the namespace (so that etcd and the API server are on its
+// loopback for this process too); the result as one JSON line on stdout.
+if (process.argv[2] === '--inner') {
+  const [store, n, dir] = [process.argv[3], Number(process.argv[4]), process.argv[5]];
+  const r = store === 'kube' ? await benchKube(n, dir) : store === 'etcd' ? await benchEtcd(n, dir) : await benchFile(n, dir);
+  process.stdout.write(JSON.stringify(r) + '\n');
+  process.exit(0);
 }
 
 if (process.getuid() !== 0) {
@@ -340,10 +392,14 @@ for (const store of STORES) {
   for (const n of SIZES) {
     const dir = mkdtempSync(join(tmpdir(), 'cnibench-scale-'));
     try {
-      const r = store === 'kube' ? await benchKube(n, dir) : await benchFile(n, dir);
+      setupNs();
+      const inner = spawnSync('nsenter', [`--net=${NETNS}`, '--', process.execPath, fileURLToPath(import.meta.url), '--inner', store, String(n), dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: process.env });
+      if (inner.status !== 0) throw new Error(`${store} with ${n}: exited ${inner.status}`);
+      const r = JSON.parse(inner.stdout.trim().split('\n').pop());
       rows.push(r);
       console.error(JSON.stringify(r));
     } finally {
+      spawnSync('ip', ['netns', 'del', NS]);
       rmSync(dir, { recursive: true, force: true });
     }
   }
@@ -357,11 +413,11 @@ if (kube.length) {
     ...kube.map((r) => [r.n, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
   ]);
 }
-const file = rows.filter((r) => r.store === 'file');
-if (file.length) {
-  console.log('\nfile store: N leases');
+const stores = rows.filter((r) => r.store !== 'kube');
+if (stores.length) {
+  console.log('\netcd and file store: N leases (times from the daemon\'s start)');
   table([
-    ['N leases', 'own lease chosen+written', 'all peers programmed', 'kernel floor', 'VtepMAC changed', 'RSS'],
-    ...file.map((r) => [r.n, s(r.leased), s(r.start), s(r.floor), ch(r.mac), `${r.rssEnd.toFixed(0)} MiB`]),
+    ['store', 'N leases', 'own lease chosen+written', 'all peers programmed', 'kernel floor', 'VtepMAC changed', 'RSS'],
+    ...stores.map((r) => [r.store, r.n, s(r.leased), s(r.start), s(r.floor), ch(r.mac), `${r.rssEnd.toFixed(0)} MiB`]),
   ]);
 }
