@@ -237,7 +237,7 @@ async function benchKube(n, dir) {
       const j = r * 7 + 1;
       results.ip.push(await timedChange(d, () => patchAnn(j, { [`${P}/public-ip`]: publicIp(j, r) }), () => fdbOf(mac(j)).includes(publicIp(j, r)), 'the new PublicIP'));
       const k = r * 7 + 2;
-      const moved = 4000 + r; // a podCIDR no Node has: 10.143.x.0/24
+      const moved = n + 300 + r; // a podCIDR no Node has
       results.cidr.push(await timedChange(d, () => api.call('patchNode', nodeName(k), { spec: { podCIDR: subnetOf(moved), podCIDRs: [subnetOf(moved)] } }), () => routeTo(moved).includes('via') && !routeTo(k).includes('via'), 'the new podCIDR'));
       const u = r * 7 + 3;
       results.unannotated.push(await timedChange(d, () => patchAnn(u, { [`${P}/backend-data`]: null, [`${P}/backend-type`]: null, [`${P}/public-ip`]: null, [`${P}/kube-subnet-manager`]: null }), () => !routeTo(u).includes('via'), 'the route gone'));
@@ -248,7 +248,7 @@ async function benchKube(n, dir) {
     const base = routeCount();
 
     // 100 Nodes created back to back, then deleted
-    const extra = Array.from({ length: 100 }, (_, k) => 4500 + k);
+    const extra = Array.from({ length: 100 }, (_, k) => n + 1 + k); // Nodes beyond the N
     let c0 = cpuTicks(d.pid);
     let t = process.hrtime.bigint();
     await parallel(extra, 4, (i) => api.call('createNode', kubeNode(i)));

@@ -21,7 +21,7 @@
 // hand-written flanneld Nodes at 10.88.50.0/24 (a real VTEP made with ip) and
 // 10.88.60.0/24 (no host behind it).
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, sleep, waitFor } from './flannel-topology';
 import { OUR_BIN, runProcess, sh } from './helpers';
@@ -308,6 +308,21 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     for (const [path, answer] of [['/healthz', '200 ok: lease held, VTEPs up'], ['/readyz', '200 vxlan-flannel is ready']]) {
       expect(await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`)).toBe(answer);
     }
+    // Prometheus on the same port: the peers status just counted, and host-local's reservations in n1's subnet
+    const scraped = await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081/metrics').then(async (r) => console.log(r.status, r.headers.get('content-type') + '\\n' + (await r.text())))`);
+    const series = (name: string) => {
+      const line = scraped.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.slice(name.length + 1));
+    };
+    expect(scraped.split('\n')[0]).toBe('200 text/plain; version=0.0.4; charset=utf-8');
+    expect(series('flannel_peers{family="ipv4"}')).toBe(st.json.peers.length);
+    expect(series('flannel_reconcile_passes_total{kind="full",result="ok"}')).toBeGreaterThan(0);
+    expect(series('flannel_last_reconcile_success_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 60);
+    const ipam = fileOf(n1, '/var/lib/cni/networks/cbr0');
+    const reserved = existsSync(ipam) ? readdirSync(ipam).filter((f) => f.startsWith('10.88.1.')).length : 0;
+    expect(series('flannel_pod_addresses{network="cbr0",family="ipv4",state="in_use"}')).toBe(reserved || undefined);
+    if (reserved) expect(series('flannel_pod_addresses{network="cbr0",family="ipv4",state="free"}')).toBe(253 - reserved);
+    process.stdout.write(`[flk] /metrics on n1: ${st.json.peers.length} peers, ${reserved} pod addresses in use\n`);
     const leases = await topo.cli(n1, ['leases', '--kube-subnet-mgr'], access.n1.env);
     expect([leases.code, leases.stderr]).toEqual([1, expect.stringContaining('with --kube-subnet-mgr the leases are the Nodes\' pod CIDRs and annotations: use kubectl')]);
   });
