@@ -316,7 +316,7 @@ export class Daemon {
         );
       }
       this.problems.clear('reconcile');
-      ok = vtepsUp && !this.storeDown;
+      ok = vtepsUp && !this.storeDown && this.sides.every((s) => this.programmed.has(s.spec.name));
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     } finally {
