@@ -301,6 +301,7 @@ export class Daemon {
    */
   private async reconcile(why: string, full: boolean): Promise<void> {
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     let ok = false;
     try {
       // our lease written again (deleted by hand, expired while the store was away): list once more to see it
@@ -320,7 +321,8 @@ export class Daemon {
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     } finally {
-      this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok);
+      const cpu = process.cpuUsage(cpuBefore);
+      this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
     }
   }
 

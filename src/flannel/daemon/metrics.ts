@@ -50,6 +50,7 @@ export class DaemonMetrics {
   private readonly failed = new Map<string, number>();
   private readonly passes = new Map<string, number>();
   private readonly durations = new Map<Kind, Histogram>();
+  private readonly cpu = new Map<Kind, number>();
   private lastSuccess?: number;
   private watchErrors = 0;
   private renewals = 0;
@@ -70,7 +71,8 @@ export class DaemonMetrics {
   }
 
   /** One reconcile pass; `ok`: every VTEP up, the source listed, every peer programmed. */
-  reconciled(kind: Kind, seconds: number, ok: boolean, now = Date.now()): void {
+  reconciled(kind: Kind, seconds: number, ok: boolean, cpuSeconds = 0, now = Date.now()): void {
+    this.cpu.set(kind, (this.cpu.get(kind) ?? 0) + cpuSeconds);
     const key = `${kind} ${ok ? 'ok' : 'failed'}`;
     this.passes.set(key, (this.passes.get(key) ?? 0) + 1);
     let h = this.durations.get(kind);
@@ -150,6 +152,7 @@ export class DaemonMetrics {
         family('flannel_peer_changes_failed_total', 'counter', 'Kernel changes for peers the kernel refused (retried by the next full pass).', perFamily('flannel_peer_changes_failed_total', this.failed)),
         family('flannel_reconcile_passes_total', 'counter', 'Reconcile passes: kind "full" (start, periodic: compared with the kernel) or "changes" (a change seen by the watch); result "ok" or "failed".', passes),
         family('flannel_reconcile_duration_seconds', 'histogram', 'How long reconcile passes took, per kind.', hist),
+        family('flannel_reconcile_cpu_seconds_total', 'counter', 'CPU time the daemon process used while passes of each kind ran (user + system).', [...this.cpu].map(([kind, v]) => ['flannel_reconcile_cpu_seconds_total', { kind }, v] as [string, Labels, number])),
         family('flannel_last_reconcile_success_timestamp_seconds', 'gauge', 'Unix time of the last pass that left every VTEP up and every peer programmed.', this.lastSuccess === undefined ? [] : [['flannel_last_reconcile_success_timestamp_seconds', {}, this.lastSuccess]]),
         family('flannel_watch_errors_total', 'counter', 'Times the watch on the lease source failed and was opened again.', [['flannel_watch_errors_total', {}, this.watchErrors]]),
         family('flannel_relists_total', 'counter', 'Times the lease source was listed again in full because the watch fell behind (Kubernetes: 410 Gone).', [['flannel_relists_total', {}, this.sources.relists?.() ?? 0]]),
