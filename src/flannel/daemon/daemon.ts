@@ -22,7 +22,7 @@ import { Lease, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter, printable } from '../log';
 import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { NetworkConfig, describeNetwork } from '../netconfig';
-import { Peer, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from '../backend/vxlan/peers';
+import { Peer, PeerMemo, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from '../backend/vxlan/peers';
 import { ReconcileLoop } from '../../util/reconcile-loop';
 import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
 import { formatSubnetEnv, writeSubnetEnv } from '../subnet-env';
@@ -92,6 +92,8 @@ export class Daemon {
    * pass plans from. Absent: not known (start, a failure): the next pass reads the kernel.
    */
   private readonly programmed = new Map<string, Peer[]>();
+  /** Per VTEP, what each lease object was judged to be (a peer, or why not): judged once per object. */
+  private readonly peerMemos = new Map<string, PeerMemo>();
   private readonly metrics?: DaemonMetrics;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
@@ -359,7 +361,9 @@ export class Daemon {
       if (this.opts.ipBlackholeRoute) await this.blackhole(s, why);
     }
     try {
-      const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
+      let memo = this.peerMemos.get(name);
+      if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
+      const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network, memo);
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.

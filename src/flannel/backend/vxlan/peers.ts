@@ -17,6 +17,8 @@ import { isUnicastMac } from '../../../net/mac';
 
 export interface Peer {
   subnet: Prefix;
+  /** `subnet` as text, when known (desiredPeers sets it): planChanges keys peers by it. */
+  key?: string;
   /** The peer's VTEP address: its subnet's network address. */
   vtepIP: string;
   mac: string;
@@ -84,78 +86,74 @@ export interface Self {
  * multicast and all-zero MACs. Two leases of one node (same MAC, same
  * PublicIP) are no threat and both stay.
  */
-export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix): { peers: Peer[]; skipped: string[] } {
-  const candidates: { peer: Peer; what: string }[] = [];
+export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix, memo?: PeerMemo): { peers: Peer[]; skipped: string[] } {
+  const candidates: { peer: Peer; lease: Lease }[] = [];
   const skipped: string[] = [];
-  const v6 = network.family === 6;
-  const data = v6 ? 'BackendV6Data' : 'BackendData';
   const selfKey = self.subnet.toString();
   for (const l of leases) {
-    const subnet = subnetOf(l, network.family);
-    if (subnet && subnet.toString() === selfKey) continue;
-    const what = `lease ${describeSubnets(l)}`;
-    if (l.attrs.backendType !== 'vxlan') {
-      skipped.push(`${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`);
-      continue;
+    let v = memo?.get(l);
+    if (!v) {
+      v = verdict(l, self, network, selfKey);
+      memo?.set(l, v);
     }
-    if (!subnet) {
-      skipped.push(`${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`);
-      continue;
-    }
-    const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
-    const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
-    const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
-    if (!mac) {
-      skipped.push(`${what}: no ${data}.VtepMAC`);
-      continue;
-    }
-    if (vni !== undefined && vni !== self.vni) {
-      skipped.push(`${what}: ${data}.VNI ${vni} is not ours (${self.vni})`);
-      continue;
-    }
-    if (!publicIP) {
-      skipped.push(`${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`);
-      continue;
-    }
-    if (self.publicIP && publicIP.equals(self.publicIP)) {
-      skipped.push(`${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`);
-      continue;
-    }
-    if (!network.contains(subnet.network) || subnet.length < network.length) {
-      skipped.push(`${what}: outside the network ${network}`);
-      continue;
-    }
-    if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) {
-      skipped.push(`${what}: overlaps this node's subnet ${self.subnet}`);
-      continue;
-    }
-    if (!isUnicastMac(mac)) {
-      skipped.push(`${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`);
-      continue;
-    }
-    if (self.mac && mac === self.mac.toLowerCase()) {
-      skipped.push(`${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`);
-      continue;
-    }
-    candidates.push({ peer: { subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() }, what });
+    if (v === OURS) continue;
+    if (typeof v === 'string') skipped.push(v);
+    else candidates.push({ peer: v, lease: l });
   }
-  const byMac = new Map<string, { peer: Peer; what: string }[]>();
+  const byMac = new Map<string, { peer: Peer; lease: Lease }[]>();
   for (const c of candidates) {
     const list = byMac.get(c.peer.mac);
     if (list) list.push(c);
     else byMac.set(c.peer.mac, [c]);
   }
   const peers: Peer[] = [];
+  const data = network.family === 6 ? 'BackendV6Data' : 'BackendData';
   for (const c of candidates) {
     const sameMac = byMac.get(c.peer.mac)!;
     const others = sameMac.length === 1 ? [] : sameMac.filter((o) => o !== c && o.peer.publicIP !== c.peer.publicIP);
     if (others.length) {
-      skipped.push(`${c.what}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => o.what).join(', ')}: neither is programmed`);
+      skipped.push(`lease ${describeSubnets(c.lease)}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => `lease ${describeSubnets(o.lease)}`).join(', ')}: neither is programmed`);
       continue;
     }
     peers.push(c.peer);
   }
   return { peers, skipped };
+}
+
+/** Our own lease, in a verdict. */
+const OURS = 0;
+type Verdict = Peer | string | typeof OURS;
+
+/**
+ * What desiredPeers made of each lease object, for one `self` and `network`
+ * (one per VTEP, kept by the caller): the stores hand out the same object
+ * for a lease that did not change, so a pass after one change judges one
+ * lease, not all of them.
+ */
+export type PeerMemo = WeakMap<Lease, Verdict>;
+
+/** One lease: the peer it asks for, why it is skipped ("lease <subnets>: <why>"), or OURS. */
+function verdict(l: Lease, self: Self, network: Prefix, selfKey: string): Verdict {
+  const v6 = network.family === 6;
+  const data = v6 ? 'BackendV6Data' : 'BackendData';
+  const subnet = subnetOf(l, network.family);
+  const key = subnet?.toString();
+  if (key === selfKey) return OURS;
+  const what = `lease ${describeSubnets(l)}`;
+  if (l.attrs.backendType !== 'vxlan') return `${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`;
+  if (!subnet || !key) return `${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`;
+  const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
+  const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
+  const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
+  if (!mac) return `${what}: no ${data}.VtepMAC`;
+  if (vni !== undefined && vni !== self.vni) return `${what}: ${data}.VNI ${vni} is not ours (${self.vni})`;
+  if (!publicIP) return `${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`;
+  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`;
+  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what}: outside the network ${network}`;
+  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what}: overlaps this node's subnet ${self.subnet}`;
+  if (!isUnicastMac(mac)) return `${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`;
+  if (self.mac && mac === self.mac.toLowerCase()) return `${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`;
+  return { subnet, key, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() };
 }
 
 /** iproute2 prints addresses as inet_ntop does; ours are RFC 5952. Compare them parsed. */
@@ -297,7 +295,7 @@ export function planChanges(before: readonly Peer[], after: readonly Peer[], dev
     const bySubnet = new Map<string, Peer>();
     const byMac = new Map<string, string[]>();
     for (const p of peers) {
-      const key = p.subnet.toString();
+      const key = p.key ?? p.subnet.toString();
       bySubnet.set(key, p);
       const keys = byMac.get(p.mac);
       if (keys) keys.push(key);

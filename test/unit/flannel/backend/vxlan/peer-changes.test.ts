@@ -100,3 +100,27 @@ describe('planChanges', () => {
     expect(planChanges(after, after, DEV, net, direct).changes).toEqual([]);
   });
 });
+
+describe('desiredPeers with a memo', () => {
+  it('judges each lease object once: a pass after one change reads one lease', async () => {
+    const { desiredPeers } = await import('../../../../../src/flannel/backend/vxlan/peers');
+    const { IP } = await import('../../../../../src/net/ip');
+    let reads = 0;
+    const lease = (n: number) => {
+      const attrs = { backendType: 'vxlan', vni: 1, publicIP: IP.parse(`192.168.0.${n}`)!, vtepMAC: `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}` };
+      return { subnet: Prefix.parse(`10.88.${n}.0/24`)!, get attrs() { reads++; return attrs; } };
+    };
+    const self = { subnet: Prefix.parse('10.88.1.0/24')!, vni: 1 };
+    const leases = Array.from({ length: 50 }, (_, i) => lease(i + 2));
+    const memo = new WeakMap();
+    const first = desiredPeers(leases, self, net, memo);
+    expect(first.peers).toHaveLength(50);
+    const afterFirst = reads;
+    const changed = [...leases.slice(0, 49), lease(99)];
+    const second = desiredPeers(changed, self, net, memo);
+    expect(second.peers.map((p) => p.key)).toContain('10.88.99.0/24');
+    expect(second.peers.map((p) => p.key)).not.toContain('10.88.51.0/24');
+    expect(reads - afterFirst).toBeLessThanOrEqual(8); // the new lease's attributes only (a few fields of one object)
+    expect(desiredPeers(changed, self, net).peers).toEqual(second.peers); // same answer without the memo
+  });
+});
