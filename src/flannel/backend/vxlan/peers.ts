@@ -279,6 +279,18 @@ export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = [
   return actual;
 }
 
+/** Peer lists indexed by subnet, kept while the list lives: this pass's `after` is the next one's `before`. */
+const indexes = new WeakMap<readonly Peer[], Map<string, Peer>>();
+function bySubnet(peers: readonly Peer[]): Map<string, Peer> {
+  let m = indexes.get(peers);
+  if (!m) {
+    m = new Map();
+    for (const p of peers) m.set(p.key ?? p.subnet.toString(), p);
+    indexes.set(peers, m);
+  }
+  return m;
+}
+
 const samePeer = (a: Peer, b: Peer) => a.mac === b.mac && a.publicIP === b.publicIP && a.vtepIP === b.vtepIP;
 
 /**
@@ -291,36 +303,21 @@ const samePeer = (a: Peer, b: Peer) => a.mac === b.mac && a.publicIP === b.publi
  * full pass (planPeers on readActual).
  */
 export function planChanges(before: readonly Peer[], after: readonly Peer[], dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
-  const index = (peers: readonly Peer[]) => {
-    const bySubnet = new Map<string, Peer>();
-    const byMac = new Map<string, string[]>();
-    for (const p of peers) {
-      const key = p.key ?? p.subnet.toString();
-      bySubnet.set(key, p);
-      const keys = byMac.get(p.mac);
-      if (keys) keys.push(key);
-      else byMac.set(p.mac, [key]);
-    }
-    return { bySubnet, byMac };
-  };
-  const was = index(before);
-  const now = index(after);
+  const was = bySubnet(before);
+  const now = bySubnet(after);
   const changed = new Set<string>();
-  for (const [key, p] of now.bySubnet) {
-    const q = was.bySubnet.get(key);
+  for (const [key, p] of now) {
+    const q = was.get(key);
     if (!q || !samePeer(p, q)) changed.add(key);
   }
-  for (const key of was.bySubnet.keys()) if (!now.bySubnet.has(key)) changed.add(key);
+  for (const key of was.keys()) if (!now.has(key)) changed.add(key);
   // peers sharing a MAC with a changed one: the FDB entry is theirs too
+  const macs = new Set<string>();
+  for (const key of changed) for (const p of [was.get(key), now.get(key)]) if (p) macs.add(p.mac);
   const involved = new Set(changed);
-  for (const key of changed) {
-    for (const p of [was.bySubnet.get(key), now.bySubnet.get(key)]) {
-      if (!p) continue;
-      for (const k of [...(was.byMac.get(p.mac) ?? []), ...(now.byMac.get(p.mac) ?? [])]) involved.add(k);
-    }
-  }
+  for (const m of [was, now]) for (const [key, p] of m) if (macs.has(p.mac)) involved.add(key);
   const pick = (m: Map<string, Peer>) => [...involved].map((k) => m.get(k)).filter((p): p is Peer => !!p);
-  return planPeers(pick(now.bySubnet), programmed(pick(was.bySubnet), direct), dev, network, direct);
+  return planPeers(pick(now), programmed(pick(was), direct), dev, network, direct);
 }
 
 /**
