@@ -10,7 +10,8 @@
 // calls it. The families (IPv4 on flannel.<VNI>, IPv6 on flannel-v6.<VNI>)
 // are "sides" (sides.ts), all handled by the same code. Beside the overlay it
 // keeps flanneld's firewall rules (traffic-keeper.ts) and answers how it is
-// (health(), ready(): the /healthz and /readyz of run-daemon.ts).
+// (health(), ready(): the /healthz and /readyz of run-daemon.ts) from what
+// the last reconcile pass found (overlay-state.ts), never by running a command.
 import { readIfExists, removeFile } from '../../util/fs';
 import { settleAll } from '../../util/settle';
 import { readSysctl, writeSysctl } from '../../iproute/sysctl';
@@ -30,7 +31,7 @@ import { TrafficKeeper, TrafficSettings } from '../traffic/keeper';
 import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep } from '../backend/vxlan/vtep';
 import { ensureBlackhole, removeBlackhole } from './blackhole';
-import { probeVtep } from '../backend/vxlan/vtep-probe';
+import { SideState, describePeers, overlayProblem } from './overlay-state';
 import type { DaemonMetrics } from './metrics';
 
 /** The underlay flags (--iface, --iface-regex, --iface-can-reach, --public-ip, --public-ipv6) and the rest. */
@@ -84,6 +85,10 @@ export class Daemon {
   private stopped = false;
   /** start() has finished: rules in place, subnet.env written (/readyz). */
   private running = false;
+  /** What the last reconcile pass found on each VTEP (empty before the first). */
+  private overlay: SideState[] = [];
+  /** When the last reconcile pass finished (ms since the epoch): a loop that stops passing is reported. */
+  private lastPassAt = 0;
   /** DirectRouting: this node's connected underlay subnets (empty: every peer over VXLAN). */
   private direct: Prefix[] = [];
   private readonly traffic: TrafficKeeper;
@@ -232,7 +237,8 @@ export class Daemon {
     await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.loop.startPeriodic();
     this.running = !this.stopped;
-    this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
+    const problem = overlayProblem(this.overlay);
+    this.log(`running: ${describePeers(this.overlay)}; reconciling every ${o.reconcileMs / 1000} s${problem ? `; not ready: ${problem}, retrying on each reconcile` : ''}`);
   }
 
   /**
@@ -266,10 +272,6 @@ export class Daemon {
     if (readSysctl(FORWARDING6) === '1') return;
     writeSysctl(FORWARDING6, '1');
     this.log(`IPv6 forwarding was off: set net.ipv6.conf.all.forwarding=1${atStart ? '' : ' again'}`);
-  }
-
-  private peerCount(): number {
-    return this.sides.reduce((n, s) => n + (this.programmed.get(s.spec.name)?.length ?? 0), 0);
   }
 
   private writeSubnetEnv(): void {
@@ -308,18 +310,20 @@ export class Daemon {
     try {
       // our lease written again (deleted by hand, expired while the store was away): list once more to see it
       if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
-      let vtepsUp = true;
-      for (const s of this.sides) vtepsUp = (await this.reconcileSide(s, why, full)) && vtepsUp;
-      // the VTEPs are up: pods can be attached even if a peer failed to program
-      if (vtepsUp) {
-        this.writeSubnetEnv();
-        await this.lease?.overlayUp().then(
-          () => this.problems.clear('up'),
-          (err) => this.problems.report('up', `cannot tell ${this.manager.description} that the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
-        );
-      }
+      const overlay: SideState[] = [];
+      for (const s of this.sides) overlay.push(await this.reconcileSide(s, why, full));
+      this.overlay = overlay;
+      this.lastPassAt = Date.now();
+      // The VTEPs are up: subnet.env holds only this node's own facts (its subnet, the MTU), true
+      // whatever the peers; whether the overlay reaches them is readiness's and the Node condition's.
+      if (overlay.every((s) => s.up)) this.writeSubnetEnv();
+      const problem = overlayProblem(overlay);
+      await this.lease?.overlayState(problem).then(
+        () => this.problems.clear('up'),
+        (err) => this.problems.report('up', `cannot tell ${this.manager.description} whether the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
+      );
       this.problems.clear('reconcile');
-      ok = vtepsUp && !this.storeDown && this.sides.every((s) => this.programmed.has(s.spec.name));
+      ok = !this.storeDown && this.overlay.every((s) => s.up) && this.sides.every((s) => this.programmed.has(s.spec.name));
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     } finally {
@@ -350,26 +354,32 @@ export class Daemon {
     }
   }
 
-  /** One side: its VTEP in place (full passes), then its peers' neighbours, FDB entries and routes. Resolves whether the VTEP is up. */
-  private async reconcileSide(s: Side, why: string, full: boolean): Promise<boolean> {
+  /**
+   * One side: its VTEP in place (full passes), then its peers' neighbours,
+   * FDB entries and routes. Resolves with what it found. A changes pass
+   * trusts the VTEP the last full pass saw up: a change the kernel refuses
+   * (the VTEP gone) brings a full pass at once.
+   */
+  private async reconcileSide(s: Side, why: string, full: boolean): Promise<SideState> {
     const name = s.spec.name;
+    const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
     const before = this.programmed.get(name);
-    // a changes pass needs what the last pass programmed; without it (a failure since) it is a full one
-    if (!before) full = true;
-    if (full) {
-      if (!(await this.reconcileVtep(s, why))) return false;
+    if (full || !before) {
+      if (!(await this.reconcileVtep(s, why))) return state;
       if (this.opts.ipBlackholeRoute) await this.blackhole(s, why);
     }
+    state.up = true;
+    let memo = this.peerMemos.get(name);
+    if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
+    const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network, memo);
+    state.wanted = peers.length;
     try {
-      let memo = this.peerMemos.get(name);
-      if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
-      const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network, memo);
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
-      const plan = full || !before
-        ? planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct)
-        : planChanges(before, peers, name, s.pool.network, this.direct);
+      const plan = before && !full
+        ? planChanges(before, peers, name, s.pool.network, this.direct)
+        : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
       this.programmed.delete(name); // until the plan is applied in full
       if (plan.changes.length) {
         try {
@@ -382,11 +392,18 @@ export class Daemon {
             plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
             this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
             this.metrics?.changesFailed(s.family, err.failedChanges.size);
-          }
+            const failed = new Set<string>();
+            for (const i of err.failedChanges) {
+              const subject = plan.subjects[i];
+              if (subject === undefined) state.staleLeft++;
+              else failed.add(subject);
+            }
+            state.failed = [...failed];
+          } else state.failed = peers.map((p) => p.subnet.toString());
           // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
           // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
           // failed waits for the next change or period, not to spin on a refusing kernel.
-          if (!full) this.loop.request(`${name}: some changes were refused`, true);
+          if (before && !full) this.loop.request(`${name}: some changes were refused`, true);
           throw err;
         }
       }
@@ -394,9 +411,12 @@ export class Daemon {
       this.metrics?.peers(s.family, peers.length);
       this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
-      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}; retrying on each reconcile`);
+      // not read, or not applied at all: none of them is known to be in place
+      if (!(err instanceof PlanError)) state.failed = peers.map((p) => p.subnet.toString());
+      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not programmed: ${state.failed.join(', ')})` : '';
+      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }
-    return true;
+    return state;
   }
 
   /** The side's VTEP in place; false (reported) when it cannot be. */
@@ -425,25 +445,35 @@ export class Daemon {
   }
 
   /**
-   * Why this node is not healthy (/healthz), or undefined when it holds its
-   * lease (ours is in the last list the source gave) and every VTEP is up
-   * with its address (looked at now: one `ip` call).
+   * Why this node's overlay is not in place (a short reason), or undefined
+   * when start-up has finished, it holds its lease (ours is in the last list
+   * the source gave), the reconcile loop is passing, and the last pass found
+   * every VTEP up and every peer programmed. `starting` says whether the
+   * reason is that start-up has not finished. Answered from memory: a probe
+   * costs no command and no request to the source.
    */
-  async health(): Promise<string | undefined> {
-    if (this.stopped) return 'stopping';
+  private problem(): { reason: string; starting: boolean } | undefined {
+    if (this.stopped) return { reason: 'stopping', starting: false };
     const lease = this.lease;
-    if (!lease || !this.sides.length) return 'starting: no lease yet';
-    if (!this.leases.some((l) => leaseKey(l) === leaseKey(lease))) return `lease ${describeSubnets(lease)} is not in ${this.manager.description} (being written again)`;
-    try {
-      return await probeVtep(subnetEnvOf(this.sides, false));
-    } catch (err) {
-      return `cannot look at the VTEPs: ${(err as Error).message}`;
-    }
+    if (!lease || !this.sides.length) return { reason: 'starting: no lease yet', starting: true };
+    if (!this.lastPassAt) return { reason: 'starting: overlay not programmed yet', starting: true };
+    if (!this.leases.some((l) => leaseKey(l) === leaseKey(lease))) return { reason: 'lease not in the lease store (being written again)', starting: false };
+    // one pass per interval: three missed is a loop that stopped (a pass stuck on a command)
+    if (Date.now() - this.lastPassAt > 3 * this.opts.reconcileMs + 30_000) return { reason: 'reconcile loop stalled', starting: false };
+    const overlay = overlayProblem(this.overlay);
+    if (overlay) return { reason: overlay, starting: false };
+    return this.running ? undefined : { reason: 'starting', starting: true };
   }
 
-  /** Start-up has finished (rules in place, subnet.env written) and the daemon is not stopping: flanneld's /readyz. */
-  ready(): boolean {
-    return this.running && !this.stopped;
+  /** /healthz (liveness): why the daemon is not doing its job; start-up is not a failure. */
+  live(): string | undefined {
+    const p = this.problem();
+    return p && !p.starting ? p.reason : undefined;
+  }
+
+  /** /readyz (readiness): why this node's overlay is not in place, start-up included. */
+  ready(): string | undefined {
+    return this.problem()?.reason;
   }
 
   /**
