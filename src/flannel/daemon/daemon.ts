@@ -23,7 +23,7 @@ import { Lease, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter, printable } from '../log';
 import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { NetworkConfig, describeNetwork } from '../netconfig';
-import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from '../backend/vxlan/peers';
+import { Peer, PeerMemo, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from '../backend/vxlan/peers';
 import { ReconcileLoop } from '../../util/reconcile-loop';
 import { Side, advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from './sides';
 import { formatSubnetEnv, writeSubnetEnv } from '../subnet-env';
@@ -32,6 +32,7 @@ import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureVtep } from '../backend/vxlan/vtep';
 import { ensureBlackhole, removeBlackhole } from './blackhole';
 import { SideState, describePeers, overlayProblem } from './overlay-state';
+import type { DaemonMetrics } from './metrics';
 
 /** The underlay flags (--iface, --iface-regex, --iface-can-reach, --public-ip, --public-ipv6) and the rest. */
 export interface DaemonOptions extends UnderlayOptions {
@@ -44,6 +45,8 @@ export interface DaemonOptions extends UnderlayOptions {
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
+  /** What /metrics exports (metrics.ts); none: nothing is counted. */
+  metrics?: DaemonMetrics;
 }
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
@@ -89,6 +92,14 @@ export class Daemon {
   /** DirectRouting: this node's connected underlay subnets (empty: every peer over VXLAN). */
   private direct: Prefix[] = [];
   private readonly traffic: TrafficKeeper;
+  /**
+   * Per VTEP, the peers the last pass programmed in full: what a changes
+   * pass plans from. Absent: not known (start, a failure): the next pass reads the kernel.
+   */
+  private readonly programmed = new Map<string, Peer[]>();
+  /** Per VTEP, what each lease object was judged to be (a peer, or why not): judged once per object. */
+  private readonly peerMemos = new Map<string, PeerMemo>();
+  private readonly metrics?: DaemonMetrics;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
   /** Wakes start()'s retry sleeps when stop() is called. */
@@ -112,8 +123,9 @@ export class Daemon {
     this.log = (msg) => opts.log(printable(msg)); // one line each, whatever the store held
     this.problems = new Reporter(this.log);
     this.watchTroubles = new Reporter(this.log);
-    this.loop = new ReconcileLoop((why) => this.reconcile(why), opts.reconcileMs, () => this.housekeeping());
+    this.loop = new ReconcileLoop((why, full) => this.reconcile(why, full), opts.reconcileMs, () => this.housekeeping());
     this.traffic = new TrafficKeeper(opts.traffic, this.log);
+    this.metrics = opts.metrics;
   }
 
   /**
@@ -175,7 +187,7 @@ export class Daemon {
     );
     const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
       const attrs = advertise(plans, deviceMacs, await this.manager.previousAttrs(cfg, publicAddresses(plans)));
-      const hooks = { log: this.log, resync: (why: string) => this.loop.request(why), stopping: this.stopSignal };
+      const hooks = { log: this.log, resync: (why: string) => this.loop.request(why, true), stopping: this.stopSignal, renewed: () => this.metrics?.leaseRenewed() };
       return { lease: await this.manager.acquireLease(cfg, attrs, hooks), attrs };
     });
     this.lease = lease; // from now on, a stop with --release-on-exit gives it back
@@ -183,6 +195,7 @@ export class Daemon {
     // source stops answering right now, the overlay is programmed from it, not emptied.
     this.leases = lease.listed.leases;
     this.sides = leasedSides(plans, lease, attrs);
+    this.metrics?.nodeSubnets(this.sides.map((s) => s.subnet));
     this.log(`lease ${describeSubnets(lease)} (${lease.how}), ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`);
     this.checkStopped();
 
@@ -215,7 +228,10 @@ export class Daemon {
     // between a list and the start of the watch.
     this.stopWatch = this.manager.watchLeases(
       (why) => this.watchDelivered(why),
-      (err) => this.watchTroubles.report(err.message, `watch: ${err.message}`),
+      (err) => {
+        this.metrics?.watchError();
+        this.watchTroubles.report(err.message, `watch: ${err.message}`);
+      },
       lease.listed.revision,
     );
     await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
@@ -267,8 +283,10 @@ export class Daemon {
 
   /** The watch reported a change: it works (again), so its next failure is reported too. */
   private watchDelivered(why: string): void {
-    if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
-    this.loop.request(why);
+    // back after a failure: changes may have been missed meanwhile, so compare everything once
+    const back = this.watchTroubles.clearAll();
+    if (back && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
+    this.loop.request(why, back);
   }
 
   /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
@@ -277,13 +295,23 @@ export class Daemon {
     if (this.sides.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
-  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each side's VTEP and peers, subnet.env. */
-  private async reconcile(why: string): Promise<void> {
+  /**
+   * One reconcile pass (the loop runs them one at a time): the leases, our
+   * lease, each side's VTEP and peers, subnet.env. A full pass (start,
+   * periodic, after a failure) compares with what the kernel has; a changes
+   * pass (the watch saw a change) applies the difference from what the last
+   * pass programmed, without reading the kernel: its cost does not grow with
+   * the kernel's tables.
+   */
+  private async reconcile(why: string, full: boolean): Promise<void> {
+    const started = performance.now();
+    const cpuBefore = process.cpuUsage();
+    let ok = false;
     try {
       // our lease written again (deleted by hand, expired while the store was away): list once more to see it
       if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
       const overlay: SideState[] = [];
-      for (const s of this.sides) overlay.push(await this.reconcileSide(s, why));
+      for (const s of this.sides) overlay.push(await this.reconcileSide(s, why, full));
       this.overlay = overlay;
       this.lastPassAt = Date.now();
       // The VTEPs are up: subnet.env holds only this node's own facts (its subnet, the MTU), true
@@ -295,8 +323,12 @@ export class Daemon {
         (err) => this.problems.report('up', `cannot tell ${this.manager.description} whether the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
       );
       this.problems.clear('reconcile');
+      ok = !this.storeDown && this.overlay.every((s) => s.up) && this.sides.every((s) => this.programmed.has(s.spec.name));
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
+    } finally {
+      const cpu = process.cpuUsage(cpuBefore);
+      this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
     }
   }
 
@@ -322,36 +354,44 @@ export class Daemon {
     }
   }
 
-  /** One side: its VTEP in place, then its peers' neighbours, FDB entries and routes. Resolves with what it found. */
-  private async reconcileSide(s: Side, why: string): Promise<SideState> {
+  /**
+   * One side: its VTEP in place (full passes), then its peers' neighbours,
+   * FDB entries and routes. Resolves with what it found. A changes pass
+   * trusts the VTEP the last full pass saw up: a change the kernel refuses
+   * (the VTEP gone) brings a full pass at once.
+   */
+  private async reconcileSide(s: Side, why: string, full: boolean): Promise<SideState> {
     const name = s.spec.name;
     const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
-    try {
-      const r = await ensureVtep(s.spec, s.subnet.network.toString());
-      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
-      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
-      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
-    } catch (err) {
-      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
-      return state;
+    const before = this.programmed.get(name);
+    if (full || !before) {
+      if (!(await this.reconcileVtep(s, why))) return state;
+      if (this.opts.ipBlackholeRoute) await this.blackhole(s, why);
     }
     state.up = true;
-    if (this.opts.ipBlackholeRoute) await this.blackhole(s, why);
-    const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network);
+    let memo = this.peerMemos.get(name);
+    if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
+    const { peers, skipped } = desiredPeers(this.leases, selfOf(s), s.pool.network, memo);
     state.wanted = peers.length;
     try {
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
-      const plan = planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
+      const plan = before && !full
+        ? planChanges(before, peers, name, s.pool.network, this.direct)
+        : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
+      this.programmed.delete(name); // until the plan is applied in full
       if (plan.changes.length) {
         try {
           await applyPlan(plan);
           for (const c of plan.changes) this.log(`${c} (${why})`);
+          this.metrics?.changesApplied(s.family, plan.changes.length);
         } catch (err) {
           // the rest was made all the same: say so, then report what the kernel refused
           if (err instanceof PlanError) {
             plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+            this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
+            this.metrics?.changesFailed(s.family, err.failedChanges.size);
             const failed = new Set<string>();
             for (const i of err.failedChanges) {
               const subject = plan.subjects[i];
@@ -360,9 +400,15 @@ export class Daemon {
             }
             state.failed = [...failed];
           } else state.failed = peers.map((p) => p.subnet.toString());
+          // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
+          // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
+          // failed waits for the next change or period, not to spin on a refusing kernel.
+          if (before && !full) this.loop.request(`${name}: some changes were refused`, true);
           throw err;
         }
       }
+      this.programmed.set(name, peers);
+      this.metrics?.peers(s.family, peers.length);
       this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
       // not read, or not applied at all: none of them is known to be in place
@@ -371,6 +417,21 @@ export class Daemon {
       this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }
     return state;
+  }
+
+  /** The side's VTEP in place; false (reported) when it cannot be. */
+  private async reconcileVtep(s: Side, why: string): Promise<boolean> {
+    const name = s.spec.name;
+    try {
+      const r = await ensureVtep(s.spec, s.subnet.network.toString());
+      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
+      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
+      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
+    } catch (err) {
+      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
+      return false;
+    }
+    return true;
   }
 
   /** --ip-blackhole-route: the side's blackhole route in place. */
