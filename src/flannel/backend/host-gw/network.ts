@@ -1,0 +1,119 @@
+// flannel's host-gw backend behind the daemon's Backend seam: no device of
+// its own; each peer's pod subnet is routed straight to the peer's public
+// address on the underlay (routes.ts). That only works where every node is
+// on one L2 segment: the kernel refuses a gateway that is not on a connected
+// subnet, and the next hop must be the node itself. Facts from flannel's
+// pkg/backend/hostgw: the lease says BackendType "host-gw" and no
+// BackendData; the pods' MTU is the interface's own (no encapsulation); a
+// public address that is not the interface's own (NAT) is refused.
+import { getLink, isUp } from '../../../iproute/link';
+import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
+import type { NetworkConfig, Pool } from '../../netconfig';
+import { familiesOf, leasedSubnet, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily } from '../backend';
+import { removeOtherVteps } from '../vxlan/vtep';
+import { RoutePlanError, applyRoutes, desiredRoutes, planRoutes, readRoutes } from './routes';
+
+/** flanneld's words, kept so that operators searching for them find the cause. */
+export const NAT_REASON = "your PublicIP differs from interface IP, meaning that probably you're on a NAT, which is not supported by host-gw backend";
+
+export class HostGwNetwork implements Backend {
+  readonly type = 'host-gw';
+  readonly description: string;
+  readonly mtu: number;
+  readonly leaseNote = '';
+  private readonly dev: string;
+  private readonly planned: { family: 4 | 6; pool: Pool; publicIP: LeasedFamily['publicIP'] }[];
+  private families: LeasedFamily[] = [];
+  private readonly log;
+  private readonly problems;
+
+  /** Throws flanneld's reason when this node is behind NAT (its public address is not the interface's). */
+  constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
+    this.log = ctx.log;
+    this.problems = ctx.problems;
+    this.planned = familiesOf(cfg, ext);
+    for (const f of this.planned) {
+      const local = f.family === 4 ? ext.localIP : ext.localIPv6;
+      if (!local?.equals(f.publicIP)) {
+        throw new Error(`${NAT_REASON} (${f.family === 4 ? '--public-ip' : '--public-ipv6'} ${f.publicIP}, ${ext.dev} has ${local})`);
+      }
+    }
+    this.dev = ext.dev;
+    this.mtu = ext.mtu;
+    this.description = `host-gw: peers routed via their public addresses on ${ext.dev}, MTU ${ext.mtu}`;
+  }
+
+  publicAddresses(): Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'> {
+    const out: Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'> = {};
+    for (const f of this.planned) out[f.family === 4 ? 'publicIP' : 'publicIPv6'] = f.publicIP;
+    return out;
+  }
+
+  async leaseAttrs(): Promise<LeaseAttrs> {
+    return { ...this.publicAddresses(), backendType: 'host-gw' };
+  }
+
+  attach(lease: LeaseSubnets): LeasedFamily[] {
+    this.families = this.planned.map(({ family, pool, publicIP }) => ({ family, pool, publicIP, subnet: leasedSubnet(lease, family) }));
+    return this.families;
+  }
+
+  async setUp(): Promise<void> {}
+
+  async undo(): Promise<void> {}
+
+  /** A node that ran the vxlan backend before: its VTEPs go, and their routes with them. */
+  removeStale(): Promise<void> {
+    return removeOtherVteps(new Set(), 'a VTEP of the vxlan backend this node ran before', this.log);
+  }
+
+  async reconcile(leases: readonly Lease[], why: string): Promise<boolean> {
+    for (const f of this.families) await this.reconcileFamily(f, leases, why);
+    return true; // no device of ours to wait for: pods can be attached
+  }
+
+  private async reconcileFamily(f: LeasedFamily, leases: readonly Lease[], why: string): Promise<void> {
+    const key = `routes${f.family}`;
+    try {
+      const { peers, skipped } = desiredRoutes(leases, f, f.pool.network);
+      for (const m of skipped) this.problems.report(`skip${f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+      const plan = planRoutes(peers, await readRoutes(f.pool.network), this.dev, f.pool.network);
+      try {
+        await applyRoutes(plan);
+        for (const c of plan.changes) this.log(`${c} (${why})`);
+      } catch (err) {
+        if (err instanceof RoutePlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+        throw err;
+      }
+      this.problems.clear(key, `IPv${f.family}: every peer is routed again`);
+    } catch (err) {
+      this.problems.report(key, `reconcile failed: IPv${f.family} peer routes: ${(err as Error).message}; retrying on each reconcile`);
+    }
+  }
+
+  peerCount(leases: readonly Lease[]): number {
+    return this.families.reduce((n, f) => n + desiredRoutes(leases, f, f.pool.network).peers.length, 0);
+  }
+
+  /** The underlay the routes go through is there and up. */
+  async health(): Promise<string | undefined> {
+    try {
+      const link = await getLink(this.dev);
+      if (!link) return `underlay interface ${this.dev} is gone`;
+      return isUp(link) ? undefined : `underlay interface ${this.dev} is down`;
+    } catch (err) {
+      return `cannot look at ${this.dev}: ${(err as Error).message}`;
+    }
+  }
+
+  /** The node leaves: its peer routes go (they would lead nowhere once its pods are gone). */
+  async remove(): Promise<void> {
+    for (const f of this.families) {
+      try {
+        await applyRoutes(planRoutes([], await readRoutes(f.pool.network), this.dev, f.pool.network));
+      } catch (err) {
+        this.log(`cannot remove the IPv${f.family} peer routes: ${(err as Error).message}`);
+      }
+    }
+  }
+}
