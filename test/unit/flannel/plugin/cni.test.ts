@@ -55,6 +55,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 let prevRunner: Runner | undefined;
 let vtepUp = true;
+let noVtep = false;
 beforeEach(() => {
   const t = mkdtempSync(join(root, 't-'));
   binDir = join(t, 'bin');
@@ -65,6 +66,7 @@ beforeEach(() => {
   dataDir = join(t, 'data');
   writeFileSync(subnetFile, ENV_TEXT);
   vtepUp = true;
+  noVtep = false;
   // `ip -json -d addr show` as the node would answer it
   prevRunner = setRunner(async (argv) => {
     if (argv.join(' ') !== 'ip -json -details addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
@@ -74,7 +76,7 @@ beforeEach(() => {
       linkinfo: { info_kind: 'vxlan' },
       addr_info: [{ family: 'inet', local: '10.88.5.0', prefixlen: 32 }],
     };
-    return { stdout: JSON.stringify([{ ifname: 'lo', addr_info: [] }, vtep]), stderr: '', code: 0 };
+    return { stdout: JSON.stringify([{ ifname: 'lo', addr_info: [] }, ...(noVtep ? [] : [vtep])]), stderr: '', code: 0 };
   });
 });
 afterEach(() => {
@@ -316,6 +318,14 @@ describe('CNI commands with a fake delegate', () => {
     const none = await run('STATUS', conf);
     expect(none.json.code).toBe(50);
     expect(none.json.msg).toContain('does not exist');
+  });
+  it('STATUS on a host-gw node (no flannel VTEP at all: nothing to look at) passes; a flannel VTEP without the address fails', async () => {
+    const conf = { ...baseConf(), cniVersion: '1.1.0' };
+    noVtep = true;
+    expect((await run('STATUS', conf)).exitCode).toBe(0);
+    noVtep = false;
+    writeFileSync(subnetFile, ENV_TEXT.replace('10.88.5.1/24', '10.88.6.1/24'));
+    expect((await run('STATUS', conf)).json.msg).toMatch(/^overlay not ready: no VTEP holds 10\.88\.6\.0\/32/);
   });
   it('VERSION works without any config', async () => {
     const out = await handle(flannelPlugin, { CNI_COMMAND: 'VERSION' }, () => '');
