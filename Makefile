@@ -7,7 +7,7 @@ VERSION := $(shell node -p 'require("./package.json").version')
 ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB := dist/cni-ts_$(VERSION)_$(ARCH).deb
 
-.PHONY: all build standalone install install-standalone uninstall deb test test-unit test-integration typecheck bench clean
+.PHONY: all build standalone install install-standalone uninstall deb test test-unit test-integration test-prereqs typecheck bench clean
 
 all: build
 
@@ -46,17 +46,22 @@ deb: standalone
 typecheck: node_modules
 	npx tsc --noEmit -p .
 
+# The Debian packages the suite runs against: installed when missing (as root),
+# or the one command to run is printed.
+test-prereqs:
+	bash scripts/test-prereqs.sh
+
 # The whole suite: type check, unit tests, then the integration tests, which
 # need root (network namespaces, the Go reference plugins from Debian) and
 # drive both the scripts and the standalone executables.
-test: standalone typecheck
+test: test-prereqs standalone typecheck
 	npx vitest run --project unit
 	npx vitest run --project integration
 
 test-unit: node_modules
 	npx vitest run --project unit
 
-test-integration: standalone
+test-integration: test-prereqs standalone
 	npx vitest run --project integration
 
 bench: standalone

@@ -104,7 +104,7 @@ if (standalone) await buildStandalone();
  * multi-call main script (src/boot/standalone.ts) and each plugin bundle as an
  * asset. The blob's code cache (`useCodeCache`) and a V8 startup snapshot
  * (`useSnapshot`) both measured slower than our own code cache, which the
- * main script uses as the scripts do (README, "Speed").
+ * main script uses as the scripts do (docs/speed.md).
  */
 async function buildStandalone() {
   checkNodeForStandalone();

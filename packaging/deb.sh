@@ -24,7 +24,7 @@ install -m 0644 packaging/vxlan-flannel.default "$stage/etc/default/vxlan-flanne
 install -m 0644 packaging/host-local-repair.service packaging/host-local-repair.timer "$stage/lib/systemd/system/"
 install -m 0644 packaging/host-local-repair.default "$stage/etc/default/host-local-repair"
 install -m 0644 conf/* "$doc/examples/"
-install -m 0644 README.md docs/bridge.md docs/vxlan-flannel.md "$doc/"
+install -m 0644 README.md docs/*.md "$doc/"
 printf 'cni-ts\n\nLicense: Apache-2.0\n On Debian systems the full text is in /usr/share/common-licenses/Apache-2.0.\n' >"$doc/copyright"
 
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)

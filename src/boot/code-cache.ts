@@ -2,7 +2,7 @@
 // code cache. Every CNI call is a new process, so without a cache V8 parses
 // and compiles the same code on every ADD; with it, the compiled functions of
 // the last run of the same command are loaded instead (about a third of our
-// start-up beyond `node -e 0`, see the README).
+// start-up beyond `node -e 0`, see docs/speed.md).
 //
 // The cache lives in a root-only directory (default /var/cache/cni-ts, or
 // CNI_TS_CODE_CACHE_DIR; "off" disables it), one file per bundle build, Node

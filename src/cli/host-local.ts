@@ -6,7 +6,7 @@ import { baseProgram, runProgram } from './program';
 import { DEFAULT_DATA_DIR } from '../ipam/config';
 import { formatListing, listReservations } from '../ipam/ls';
 
-/** repair's exit codes (README): the runtime did not answer, and some stale state could not be released. */
+/** repair's exit codes (docs/host-local.md): the runtime did not answer, and some stale state could not be released. */
 const EXIT_RUNTIME_UNAVAILABLE = 2;
 const EXIT_INCOMPLETE = 3;
 

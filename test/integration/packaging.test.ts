@@ -61,6 +61,8 @@ describe('the .deb', () => {
     for (const f of ['10-bridge.conflist', '10-flannel.conflist', 'flannel-network.json']) {
       expect(entries).toContain(`./usr/share/doc/cni-ts/examples/${f}`);
     }
+    // the units' Documentation= and the defaults files point at these
+    for (const f of ['README.md', 'host-local.md', 'vxlan-flannel.md', 'bridge.md']) expect(entries).toContain(`./usr/share/doc/cni-ts/${f}`);
     expect(listing.split('\n')[0]).toMatch(/^drwxr-xr-x root\/root .* \.\/$/); // dpkg would make / 0700
   });
 
