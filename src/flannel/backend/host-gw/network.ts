@@ -76,7 +76,8 @@ export class HostGwNetwork implements Backend {
     const key = `routes${f.family}`;
     try {
       const { peers, skipped } = desiredRoutes(leases, f, f.pool.network);
-      for (const m of skipped) this.problems.report(`skip${f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+      // one line per lease until its reason changes; a lease of another backend is one line for both families
+      for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       const plan = planRoutes(peers, await readRoutes(f.pool.network), this.dev, f.pool.network);
       try {
         await applyRoutes(plan);
