@@ -7,6 +7,8 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // Tests wait for conditions (test/support/wait.ts, up to 20 s): room for a busy machine.
+          testTimeout: 30_000,
         },
       },
       {

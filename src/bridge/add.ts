@@ -5,10 +5,12 @@
 //   1. two `ip -batch` in the host (host.ts): the bridge, then the veth pair
 //      with its peer created directly in the container namespace and this end
 //      enslaved, port flags, gateway address, and the reads for the result;
-//   2. one `ip -batch` in the container (container.ts): sysctls, addresses,
-//      link up, routes, read MAC (a named namespace: `ip -n` forking sysctl;
-//      otherwise nsenter, with sysctl a process of its own);
-// with masquerade, VLAN (vlans.ts) and spoof-check setup running beside 2.
+//   2. the host's sysctls (plain writes), then one `ip -batch` in the
+//      container (container.ts): sysctls, addresses, link up, routes, read MAC
+//      (a named namespace: `ip -n` forking sysctl; otherwise nsenter, with
+//      sysctl a process of its own);
+//   3. VLANs (vlans.ts), masquerade, the spoof check, as configured.
+// Every command runs synchronously, one after the other (the sync runner).
 // Anything failing after IPAM undoes what this call made, then releases IPAM.
 import { existsSync } from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';
@@ -17,7 +19,6 @@ import type { Request } from '../cni/skel';
 import { isBatchSafe } from '../iproute/batch';
 import { randomMac } from '../net/mac';
 import { linkNameProblem } from '../net/ifname';
-import { settleAll } from '../util/settle';
 import { parseBridgeConfig, type BridgeConfig } from './config';
 import { planIpam, callIpam, type IpamPlan } from './ipam';
 import { planAddresses, type AddressPlan } from './plan';
@@ -68,44 +69,27 @@ async function attach(req: Request, cfg: BridgeConfig, ipam: IpamPlan | undefine
     throw e;
   });
 
-  // The rest touches separate things and runs side by side.
-  const container = configureContainer(cfg, plan, netns, ifname);
-  const tasks: Promise<unknown>[] = [container];
-  let settled: Promise<unknown[]>;
-  try {
-    if (cfg.vlan > 0 || cfg.vlanTrunk.length > 0) tasks.push(setupVlans(cfg, host, hostVeth));
-    if (cfg.ipMasq && plan && plan.masq.length > 0) {
-      const targets = plan.masq;
-      tasks.push(
-        (async () => {
-          const { masqAdd, masqDel } = await import('../iproute/masq');
-          undo.push(() => masqDel(cfg.ipMasqBackend, tags.attTag));
-          await masqAdd(cfg.ipMasqBackend, { ...tags, label: masqLabel(cfg.network, containerId, ifname) }, targets).catch((e) => {
-            throw kernelError(`ipMasq (${cfg.ipMasqBackend})`, e);
-          });
-        })(),
-      );
-    }
-    if (cfg.macspoofchk) {
-      tasks.push(
-        (async () => {
-          const { spoofchkAdd, spoofchkDel } = await import('../iproute/spoofchk');
-          undo.push(() => spoofchkDel(tags, hostVeth));
-          await spoofchkAdd(tags, hostVeth, containerMac!).catch((e) => {
-            throw kernelError('macspoofchk', e);
-          });
-        })(),
-      );
-    }
-    setHostSysctls(cfg, plan, hostVeth);
-  } finally {
-    // Even when a step above threw: the rollback must not start while tasks
-    // still run (they would change things after it, or register their undo too late).
-    settled = settleAll(tasks);
-    await settled.catch(() => {});
+  // The rest, one step after another: the plugin runs its commands synchronously
+  // (src/cmd/bridge.ts installs iproute/sync-runner.ts), so steps could not
+  // overlap anyway. A step that fails stops the ADD there; each step registers
+  // its undo before it changes anything, and add() rolls back what was done.
+  setHostSysctls(cfg, plan, hostVeth);
+  const contLink = await configureContainer(cfg, plan, netns, ifname);
+  if (cfg.vlan > 0 || cfg.vlanTrunk.length > 0) await setupVlans(cfg, host, hostVeth);
+  if (cfg.ipMasq && plan && plan.masq.length > 0) {
+    const { masqAdd, masqDel } = await import('../iproute/masq');
+    undo.push(() => masqDel(cfg.ipMasqBackend, tags.attTag));
+    await masqAdd(cfg.ipMasqBackend, { ...tags, label: masqLabel(cfg.network, containerId, ifname) }, plan.masq).catch((e) => {
+      throw kernelError(`ipMasq (${cfg.ipMasqBackend})`, e);
+    });
   }
-  await settled;
-  const contLink = await container;
+  if (cfg.macspoofchk) {
+    const { spoofchkAdd, spoofchkDel } = await import('../iproute/spoofchk');
+    undo.push(() => spoofchkDel(tags, hostVeth));
+    await spoofchkAdd(tags, hostVeth, containerMac!).catch((e) => {
+      throw kernelError('macspoofchk', e);
+    });
+  }
   mark('done');
   return result(cfg, host, hostVeth, ifname, netns, contLink.address, plan, dns);
 }

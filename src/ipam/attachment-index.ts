@@ -134,6 +134,8 @@ export class AttachmentIndex {
     metaDir: string,
     /** The Go-format directory the index describes. */
     private readonly networkDir: string,
+    /** Tests pass 0 to tell old files from new without waiting out the slack. */
+    private readonly changeSlackMs = CHANGE_SLACK_MS,
   ) {
     this.bucketsDir = join(metaDir, 'index');
     this.stampFile = join(metaDir, 'stamp');
@@ -167,7 +169,7 @@ export class AttachmentIndex {
     if (saved?.id === now.id) return;
     const sameDir = saved && saved.id.split(' ')[1] === now.id.split(' ')[1];
     // A clock set back since our stamp could hide a change: read everything then.
-    if (sameDir && Date.now() >= saved.ctimeMs && this.reconcile(source, saved.ctimeMs - CHANGE_SLACK_MS)) return;
+    if (sameDir && Date.now() >= saved.ctimeMs && this.reconcile(source, saved.ctimeMs - this.changeSlackMs)) return;
     this.rebuild(source);
   }
 

@@ -6,7 +6,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { OUR_BIN, GO_BIN, ROOT, runProcess, sh, type PluginRun } from './helpers';
+import { OUR_BIN, GO_BIN, ROOT, makeNetns, removeNetns, runIn, sh, type PluginRun } from './helpers';
 
 export { OUR_BIN, GO_BIN, ROOT, sh };
 export const OUR_BRIDGE = join(OUR_BIN, 'bridge');
@@ -43,14 +43,7 @@ export class Lab {
 
   /** Creates (fresh) a named netns `<prefix>-<name>` with lo up; returns its name. */
   netns(name: string): string {
-    const full = `${this.prefix}-${name}`;
-    try {
-      sh(['ip', 'netns', 'del', full]);
-    } catch {
-      // not there
-    }
-    sh(['ip', 'netns', 'add', full]);
-    sh(['ip', '-n', full, 'link', 'set', 'lo', 'up']);
+    const full = makeNetns(`${this.prefix}-${name}`).name;
     this.namespaces.add(full);
     return full;
   }
@@ -60,11 +53,7 @@ export class Lab {
   }
 
   delNetns(full: string): void {
-    try {
-      sh(['ip', 'netns', 'del', full]);
-    } catch {
-      // gone
-    }
+    removeNetns(full);
     this.namespaces.delete(full);
   }
 
@@ -101,7 +90,7 @@ export class Lab {
       CNI_PATH: call.path ?? `${OUR_BIN}:${GO_BIN}`,
       ...call.env,
     };
-    return runIn(this.hostPath, call.plugin ?? OUR_BRIDGE, env, JSON.stringify(call.conf));
+    return runIn(this.hostPath, [call.plugin ?? OUR_BRIDGE], env, JSON.stringify(call.conf));
   }
 
   /** Runs argv in a namespace (name), returning stdout; throws on failure. */
@@ -165,10 +154,6 @@ export interface IpLinkJson {
   addr_info: { family: string; local: string; prefixlen: number; scope: string; broadcast?: string }[];
 }
 
-/** Spawns `nsenter --net=<hostns> file` with env and stdin (like a runtime calling a plugin). */
-export function runIn(hostPath: string, file: string, env: Record<string, string>, stdin: string): Promise<PluginRun> {
-  return runProcess(['nsenter', `--net=${hostPath}`, '--', file], env, stdin);
-}
 
 /** Global addresses (CIDR) of a link. */
 export const globalAddrs = (l: IpLinkJson | undefined) =>

@@ -9,7 +9,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { GO_BIN, GO_BRIDGE, Lab, OUR_BIN, globalAddrs, runIn, type IpLinkJson } from './bridge-helpers';
+import { GO_BIN, GO_BRIDGE, Lab, OUR_BIN, globalAddrs, type IpLinkJson } from './bridge-helpers';
+import { runIn } from './helpers';
 import { STANDALONE_BIN, withoutNode } from './no-node';
 
 let lab: Lab;
@@ -166,11 +167,11 @@ describe('the same config through our bridge and the Go bridge', () => {
           const ipam = extra.ipam ? { ...(extra.ipam as object), dataDir: join(lab.dir, `cmp-${who}`) } : undefined;
           const conf = { cniVersion: version, name: `cmp${i}`, type: 'bridge', bridge: `bric${i}`, ...extra, ...(ipam ? { ipam } : {}) };
           const env = { PATH: process.env.PATH!, CNI_COMMAND: 'ADD', CNI_CONTAINERID: `cmp-${version}`, CNI_NETNS: lab.path(ns), CNI_IFNAME: 'eth0', CNI_PATH: `${OUR_BIN}:${GO_BIN}` };
-          const r = await runIn(hostPath, plugin, env, JSON.stringify(conf));
+          const r = await runIn(hostPath, [plugin], env, JSON.stringify(conf));
           expect(r.code, `${who}: ${r.stdout}${r.stderr}`).toBe(0);
           views.push(containerView(ns));
           results.push(r.json);
-          const d = await runIn(hostPath, plugin, { ...env, CNI_COMMAND: 'DEL' }, JSON.stringify(conf));
+          const d = await runIn(hostPath, [plugin], { ...env, CNI_COMMAND: 'DEL' }, JSON.stringify(conf));
           expect(d.code, `${who} DEL: ${d.stdout}`).toBe(0);
           lab.delNetns(ns);
         }

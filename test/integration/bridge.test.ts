@@ -6,6 +6,8 @@ import { readdirSync, existsSync, readlinkSync, mkdirSync, readFileSync, writeFi
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GO_BIN, Lab, OUR_BIN, globalAddrs, sh } from './bridge-helpers';
+import { makeNetns } from './helpers';
+import { waitFor } from '../support/wait';
 
 let lab: Lab;
 
@@ -139,8 +141,7 @@ describe('connectivity', () => {
   it('CNI_NETNS as /proc/<pid>/ns/net of a process', async () => {
     const pid = lab.sleeper();
     const nsPath = `/proc/${pid}/ns/net`;
-    for (let i = 0; i < 50 && readlinkSync(nsPath) === readlinkSync('/proc/self/ns/net'); i++) sh(['sleep', '0.05']);
-    expect(readlinkSync(nsPath)).not.toBe(readlinkSync('/proc/self/ns/net'));
+    await waitFor('the process to be in a namespace of its own', () => readlinkSync(nsPath) !== readlinkSync('/proc/self/ns/net'), 30_000);
     const c = conf('netproc', 'brtproc', {}, [v4(6)]);
     const r = await lab.cni({ command: 'ADD', conf: c, netns: nsPath, id: 'p' });
     expect(r.code, r.stdout).toBe(0);
@@ -256,19 +257,14 @@ describe('port features', () => {
  * VLAN tests below checks, and the VLAN gateway test runs only where it applies.
  */
 function vlanFilteringSupported(): boolean {
-  const ns = 'brt-vlprobe';
+  const ns = makeNetns('brt-vlprobe');
   try {
-    sh(['ip', 'netns', 'add', ns]);
-    sh(['ip', '-n', ns, 'link', 'add', 'probe', 'type', 'bridge', 'vlan_filtering', '1']);
+    sh(['ip', '-n', ns.name, 'link', 'add', 'probe', 'type', 'bridge', 'vlan_filtering', '1']);
     return true;
   } catch {
     return false;
   } finally {
-    try {
-      sh(['ip', 'netns', 'del', ns]);
-    } catch {
-      // not created
-    }
+    ns.remove();
   }
 }
 const VLAN_FILTERING = vlanFilteringSupported();

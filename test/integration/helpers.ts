@@ -79,24 +79,31 @@ export function sh(argv: string[], input?: string): string {
   return execFileSync(argv[0], argv.slice(1), { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
-/** A named network namespace for one test file; `remove` is safe to call twice. */
-export function makeNetns(name: string): { name: string; path: string; remove: () => void } {
+/** Runs argv inside the network namespace at `nsPath` with env and stdin; resolves with the outcome (never rejects on exit codes). */
+export function runIn(nsPath: string, argv: readonly string[], env: Record<string, string> = {}, stdin = ''): Promise<PluginRun> {
+  return runProcess(['nsenter', `--net=${nsPath}`, '--', ...argv], { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env }, stdin);
+}
+
+/** Removes a named network namespace; one that is not there is fine. */
+export function removeNetns(name: string): void {
   try {
     sh(['ip', 'netns', 'del', name]);
   } catch {
-    // not there: fine
+    // not there
   }
+}
+
+/**
+ * The one way tests make a named network namespace: fresh (a leftover of a
+ * crashed run is removed first), with lo up; `remove` is safe to call twice.
+ */
+export function makeNetns(name: string): { name: string; path: string; remove: () => void } {
+  removeNetns(name);
   sh(['ip', 'netns', 'add', name]);
   sh(['ip', '-n', name, 'link', 'set', 'lo', 'up']);
   return {
     name,
     path: `/var/run/netns/${name}`,
-    remove: () => {
-      try {
-        sh(['ip', 'netns', 'del', name]);
-      } catch {
-        // already gone
-      }
-    },
+    remove: () => removeNetns(name),
   };
 }

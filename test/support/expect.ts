@@ -1,16 +1,6 @@
-// Small waiting and failure-catching helpers the unit tests share.
+// Failure-catching helpers the tests share (waiting is test/support/wait.ts).
 
 type ErrorClass<E extends Error> = abstract new (...args: never[]) => E;
-
-/** Polls `fn` every 10 ms until it is true; returns how long that took, or throws naming `what` after `ms`. */
-export async function until(what: string, fn: () => boolean | Promise<boolean>, ms = 3000): Promise<number> {
-  const t0 = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return Date.now() - t0;
-}
 
 /** The error `fn` throws, which must be a `kind`; fails when it returns instead. */
 export function thrown<E extends Error>(kind: ErrorClass<E>, fn: () => unknown): E {

@@ -1,11 +1,18 @@
-// A small model of the kernel-facing tools for unit tests: it answers the
-// `ip -batch` lines the bridge plugin sends (links, addresses, routes, shows)
-// per namespace, records every command and every write to the host's
-// /proc/sys, and can be told to fail a line or hold a program back.
-// Installed with setRunner and setProcSys, so plugin logic runs unchanged against it.
+// The one model of the kernel-facing tools for unit tests: per namespace it
+// keeps links (bridges, veths, VXLAN devices), addresses, routes, neighbours
+// and FDB entries, and answers what the plugins and the flannel daemon run:
+// `ip -batch` lines (the bridge plugin's, flannel's `-force` ones), the single
+// `ip -json` shows the daemon reads, `bridge` FDB batches and shows. It
+// records every command and every write to the host's /proc/sys, and can be
+// told to fail a line; with a FakeFirewall attached it
+// answers the firewall commands too. Installed with setRunner and setProcSys,
+// so plugin and daemon logic run unchanged against it. Tests check the state
+// it ends in, not the order of the lines that made it.
 import { join } from 'node:path';
 import { setProcSys, setRunner, type ProcSys, type RunResult, type Runner } from '../../src/iproute/exec';
 import { setNetnsRunDirs } from '../../src/iproute/netns';
+import { IP, Prefix } from '../../src/net/ip';
+import type { FakeFirewall } from './fake-firewall';
 
 export interface FakeLink {
   ifindex: number;
@@ -21,6 +28,31 @@ export interface FakeLink {
   addrs: { local: string; prefixlen: number; family: string }[];
   slave: Record<string, unknown>;
   bridge: Record<string, unknown>;
+  /** A VXLAN device's settings, as `ip -d` shows them. */
+  vxlan?: { id: number; local: string; link: string; port: number; learning: boolean; gbp?: boolean };
+}
+
+export interface FakeRoute {
+  dst: string;
+  gateway?: string;
+  /** None for a blackhole route. */
+  dev?: string;
+  /** Made with `onlink` (flannel's routes via a peer's VTEP address). */
+  onlink?: true;
+  type?: 'blackhole';
+  metric?: number;
+}
+
+export interface FakeNeigh {
+  dev: string;
+  dst: string;
+  lladdr: string;
+}
+
+export interface FakeFdb {
+  dev: string;
+  mac: string;
+  dst: string;
 }
 
 export interface Recorded {
@@ -35,7 +67,11 @@ const newMac = () => `02:00:00:00:00:${(macCounter++ % 256).toString(16).padStar
 
 export class FakeKernel {
   readonly ns = new Map<string, Map<string, FakeLink>>([['', new Map()]]);
-  readonly routes = new Map<string, { dst: string; gateway?: string; dev: string }[]>();
+  readonly routes = new Map<string, FakeRoute[]>();
+  private readonly neighs = new Map<string, FakeNeigh[]>();
+  private readonly fdbs = new Map<string, FakeFdb[]>();
+  /** Answers the firewall commands (iptables-save/-restore, nft) when set. */
+  firewall?: FakeFirewall;
   readonly calls: Recorded[] = [];
   /** `sysctl` processes run in other namespaces. */
   readonly sysctls: { netns?: string; settings: string[] }[] = [];
@@ -47,8 +83,6 @@ export class FakeKernel {
    * message; host sysctl writes match as "key=value" with netns ''.
    */
   readonly failures: { match: string; msg: string; netns?: string }[] = [];
-  /** A program (argv[0], after nsenter) waits for its gate before it answers. */
-  readonly gates = new Map<string, Promise<void>>();
   /** Replies for non-ip programs (iptables-save, nft ...), by argv[0]. */
   readonly replies = new Map<string, (r: Recorded) => RunResult>();
   /** IPv6 DAD: an address listed here shows as tentative for `shows` reads, or as dadfailed. */
@@ -75,11 +109,7 @@ export class FakeKernel {
       },
     };
     this.prev = {
-      runner: setRunner(async (argv, input) => {
-        const program = argv[0] === 'nsenter' ? argv[3] : argv[0];
-        await this.gates.get(program);
-        return this.run([...argv], input);
-      }),
+      runner: setRunner(async (argv, input) => this.run([...argv], input)),
       procSys: setProcSys(procSys),
       runDirs: o.netnsRunDir ? setNetnsRunDirs([o.netnsRunDir]) : undefined,
     };
@@ -98,6 +128,30 @@ export class FakeKernel {
     let m = this.ns.get(netns);
     if (!m) this.ns.set(netns, (m = new Map()));
     return m;
+  }
+
+  /** The routes of a namespace (the array itself: tests may change it). */
+  routesIn(netns = ''): FakeRoute[] {
+    let r = this.routes.get(netns);
+    if (!r) this.routes.set(netns, (r = []));
+    return r;
+  }
+
+  neigh(netns = ''): FakeNeigh[] {
+    let n = this.neighs.get(netns);
+    if (!n) this.neighs.set(netns, (n = []));
+    return n;
+  }
+
+  fdb(netns = ''): FakeFdb[] {
+    let f = this.fdbs.get(netns);
+    if (!f) this.fdbs.set(netns, (f = []));
+    return f;
+  }
+
+  /** A link as a test puts it in place by hand (the rest of FakeLink filled in). */
+  static link(l: Pick<FakeLink, 'name' | 'mtu' | 'mac'> & Partial<FakeLink>): FakeLink {
+    return { ifindex: nextIndex++, kind: l.vxlan ? 'vxlan' : 'dummy', up: true, promisc: false, addrs: [], slave: {}, bridge: {}, ...l };
   }
 
   /** Every batch line sent to `ip`, with its namespace ('' = host). */
@@ -123,13 +177,16 @@ export class FakeKernel {
     }
     const rec: Recorded = { argv, input, netns };
     this.calls.push(rec);
-    if (argv[0] === 'ip') return this.ipBatch(argv, input ?? '', netns ?? '');
+    const fw = this.firewall?.run(argv, input);
+    if (fw) return fw;
+    if (argv[0] === 'ip') return argv.includes('-batch') ? this.ipBatch(argv, input ?? '', netns ?? '') : this.ipSingle(argv, netns ?? '');
     if (argv[0] === 'sysctl') {
       this.sysctls.push({ netns, settings: argv.filter((a) => a.includes('=')) });
       return { stdout: '', stderr: '', code: 0 };
     }
     const reply = this.replies.get(argv[0]);
     if (reply) return reply(rec);
+    if (argv[0] === 'bridge') return this.bridgeCmd(argv, input ?? '', netns ?? '');
     return { stdout: '', stderr: '', code: 0 };
   }
 
@@ -137,6 +194,92 @@ export class FakeKernel {
   private named(name: string): string {
     if (!this.runDir) throw new Error(`fake kernel: ip -n ${name} without a netnsRunDir`);
     return join(this.runDir, name);
+  }
+
+  /** One `ip` command without a batch: a show, or one change as a batch line would make it. */
+  private ipSingle(argv: string[], netns: string): RunResult {
+    const w = argv.slice(1).filter((a) => !a.startsWith('-'));
+    if (w[1] === 'show') return this.ipShow(argv, netns);
+    const injected = this.failures.find((f) => w.join(' ').includes(f.match) && (f.netns === undefined || f.netns === netns));
+    try {
+      if (injected) throw new Error(injected.msg);
+      this.line(w, netns);
+      return { stdout: '', stderr: '', code: 0 };
+    } catch (err) {
+      return { stdout: '', stderr: `${(err as Error).message}\n`, code: 2 };
+    }
+  }
+
+  /** One `ip [-json] [-details] [-4|-6] OBJECT show ...`: the shows the flannel daemon reads. */
+  private ipShow(argv: string[], netns: string): RunResult {
+    const family = argv.includes('-4') ? 4 : argv.includes('-6') ? 6 : undefined;
+    const w = argv.slice(1).filter((a) => !a.startsWith('-'));
+    const opt = (key: string) => (w.includes(key) ? w[w.indexOf(key) + 1] : undefined);
+    const ofFamily = (addr: string) => family === undefined || (addr.includes(':') ? 6 : 4) === family;
+    const links = this.links(netns);
+    const dev = opt('dev');
+    if (dev !== undefined && !links.has(dev)) {
+      return { stdout: '', stderr: w[0] === 'addr' || w[0] === 'link' ? `Device "${dev}" does not exist.\n` : `Cannot find device "${dev}"\n`, code: 1 };
+    }
+    const json = (v: unknown): RunResult => ({ stdout: JSON.stringify(v), stderr: '', code: 0 });
+    if ((w[0] === 'addr' || w[0] === 'link') && w[1] === 'show') return json([...links.values()].filter((l) => !dev || l.name === dev).map((l) => this.show(l, netns)));
+    if (w[0] === 'neigh' && w[1] === 'show') {
+      return json(this.neigh(netns).filter((n) => (!dev || n.dev === dev) && ofFamily(n.dst)).map((n) => ({ dst: n.dst, ...(dev ? {} : { dev: n.dev }), lladdr: n.lladdr, state: ['PERMANENT'] })));
+    }
+    if (w[0] === 'route' && w[1] === 'show') {
+      const root = opt('root') && Prefix.parse(opt('root')!)!;
+      const type = opt('type');
+      const routes = this.routesIn(netns).filter((r) =>
+        (!dev || r.dev === dev) && (!type || r.type === type) && (!root || (r.dst !== 'default' && root.contains(Prefix.parse(r.dst)!.network))));
+      return json(routes.filter((r) => ofFamily(r.dst === 'default' ? (r.gateway ?? '') : r.dst)).map((r) => ({
+        ...(r.type ? { type: r.type } : {}), dst: r.dst, ...(r.gateway ? { gateway: r.gateway } : {}), ...(dev || !r.dev ? {} : { dev: r.dev }),
+        ...(r.metric !== undefined ? { metric: r.metric } : {}), flags: r.onlink ? ['onlink'] : [],
+      })));
+    }
+    return { stdout: '', stderr: `fake kernel: unsupported command ${argv.join(' ')}\n`, code: 1 };
+  }
+
+  /** `bridge -batch` (FDB lines; VLAN lines are accepted as they are) and `bridge -json fdb show dev X`. */
+  private bridgeCmd(argv: string[], input: string, netns: string): RunResult {
+    const links = this.links(netns);
+    if (!argv.includes('-batch')) {
+      const w = argv.slice(1).filter((a) => !a.startsWith('-'));
+      if (w[0] !== 'fdb' || w[1] !== 'show') return { stdout: '', stderr: '', code: 0 };
+      const dev = w[w.indexOf('dev') + 1];
+      if (!links.has(dev)) return { stdout: '', stderr: `Cannot find device "${dev}"\n`, code: 1 };
+      return { stdout: JSON.stringify(this.fdb(netns).filter((f) => f.dev === dev).map((f) => ({ mac: f.mac, dst: f.dst, flags: ['self'], state: 'permanent' }))), stderr: '', code: 0 };
+    }
+    let stderr = '';
+    const force = argv.includes('-force');
+    for (const [i, line] of input.trim().split('\n').filter(Boolean).entries()) {
+      const w = line.split(' ');
+      const injected = this.failures.find((f) => line.includes(f.match) && (f.netns === undefined || f.netns === netns));
+      let err = injected?.msg;
+      if (!err && w[0] === 'fdb') {
+        const dev = w[w.indexOf('dev') + 1];
+        const dst = w[w.indexOf('dst') + 1];
+        if (!links.has(dev)) err = `Cannot find device "${dev}"`;
+        else {
+          const kept = this.fdb(netns).filter((f) => !(f.dev === dev && f.mac === w[2] && (w[1] === 'replace' || f.dst === dst)));
+          if (w[1] === 'replace') kept.push({ dev, mac: w[2], dst });
+          this.fdbs.set(netns, kept);
+        }
+      }
+      if (err) {
+        stderr += `${err}\nCommand failed -:${i + 1}\n`;
+        if (!force) break;
+      }
+    }
+    return { stdout: '', stderr, code: stderr ? 1 : 0 };
+  }
+
+  /** The link whose addresses' subnet holds `gateway` (where a route without `dev` goes). */
+  private linkOnSubnetOf(gateway: string, netns: string): string | undefined {
+    const ip = IP.parse(gateway);
+    for (const l of this.links(netns).values()) {
+      if (ip && l.addrs.some((a) => Prefix.parse(`${a.local}/${a.prefixlen}`)?.contains(ip))) return l.name;
+    }
+    return undefined;
   }
 
   private ipBatch(argv: string[], input: string, netns: string): RunResult {
@@ -199,6 +342,11 @@ export class FakeKernel {
         bridge: kind === 'bridge' ? { vlan_filtering: w.includes('vlan_filtering') ? 1 : 0, vlan_default_pvid: 1 } : {},
       });
       const link = mk(name, head);
+      if (kind === 'vxlan') {
+        const tail = w.slice(typeAt + 2);
+        const at = (k: string) => tail[tail.indexOf(k) + 1];
+        link.vxlan = { id: Number(at('id')), local: at('local'), link: at('dev'), port: Number(at('dstport')), learning: !tail.includes('nolearning'), ...(tail.includes('gbp') ? { gbp: true } : {}) };
+      }
       const master = head.includes('master') ? head[head.indexOf('master') + 1] : undefined;
       if (master) {
         if (links.get(master)?.kind !== 'bridge') throw new Error(`Device "${master}" does not exist.`);
@@ -239,6 +387,7 @@ export class FakeKernel {
       if (w.includes('nomaster')) l.master = undefined;
       if (w.includes('address')) l.mac = opt('address')!;
       if (w.includes('alias')) l.alias = opt('alias');
+      if (w.includes('mtu')) l.mtu = Number(opt('mtu'));
       return undefined;
     }
     if (obj === 'link' && verb === 'show' && w.includes('master')) {
@@ -251,6 +400,43 @@ export class FakeKernel {
       const l = dev();
       links.delete(l.name);
       if (l.peer) this.links(l.peer.ns).delete(l.peer.name);
+      // what hangs on the device goes with it
+      this.routes.set(netns, this.routesIn(netns).filter((r) => r.dev !== l.name));
+      this.neighs.set(netns, this.neigh(netns).filter((n) => n.dev !== l.name));
+      this.fdbs.set(netns, this.fdb(netns).filter((f) => f.dev !== l.name));
+      return undefined;
+    }
+    if (obj === 'neigh' && (verb === 'replace' || verb === 'del')) {
+      const name = dev().name;
+      const kept = this.neigh(netns).filter((n) => !(n.dev === name && n.dst === w[2]));
+      if (verb === 'replace') kept.push({ dev: name, dst: w[2], lladdr: opt('lladdr')! });
+      this.neighs.set(netns, kept);
+      return undefined;
+    }
+    if (obj === 'route' && w[2] === 'blackhole' && (verb === 'add' || verb === 'del')) {
+      const routes = this.routesIn(netns);
+      const metric = opt('metric') === undefined ? undefined : Number(opt('metric'));
+      const at = routes.findIndex((r) => r.type === 'blackhole' && r.dst === w[3] && r.metric === metric);
+      if (verb === 'add') {
+        if (at >= 0) throw new Error('RTNETLINK answers: File exists');
+        routes.push({ type: 'blackhole', dst: w[3], ...(metric !== undefined ? { metric } : {}) });
+      } else {
+        if (at < 0) throw new Error('RTNETLINK answers: No such process');
+        routes.splice(at, 1);
+      }
+      return undefined;
+    }
+    if (obj === 'route' && (verb === 'replace' || verb === 'del')) {
+      const via = opt('via');
+      const name = opt('dev') ?? (via && this.linkOnSubnetOf(via, netns));
+      if (!name) throw new Error('Error: Nexthop has invalid gateway.');
+      if (!links.has(name)) throw new Error(`Cannot find device "${name}"`);
+      const routes = this.routesIn(netns);
+      const same = (r: FakeRoute) => r.dst === w[2] && r.dev === name;
+      if (verb === 'del' && !routes.some(same)) throw new Error('RTNETLINK answers: No such process');
+      const kept = routes.filter((r) => !(verb === 'replace' ? r.dst === w[2] : same(r)));
+      if (verb === 'replace') kept.push({ dst: w[2], ...(via ? { gateway: via } : {}), dev: name, ...(w.includes('onlink') ? { onlink: true as const } : {}) });
+      this.routes.set(netns, kept);
       return undefined;
     }
     if (obj === 'addr' && (verb === 'add' || verb === 'replace' || verb === 'del')) {
@@ -274,7 +460,7 @@ export class FakeKernel {
       this.routes.set(netns, list);
       return undefined;
     }
-    if (obj === 'addr' && verb === 'show') return JSON.stringify([this.show(dev(), netns)]);
+    if (obj === 'addr' && verb === 'show') return JSON.stringify(opt('dev') ? [this.show(dev(), netns)] : [...links.values()].map((l) => this.show(l, netns)));
     if (obj === 'route' && verb === 'show') return JSON.stringify(this.routes.get(netns) ?? []);
     throw new Error(`fake kernel: unsupported line ${w.join(' ')}`);
   }
@@ -293,6 +479,7 @@ export class FakeKernel {
       linkinfo: {
         info_kind: l.kind,
         ...(l.kind === 'bridge' ? { info_data: l.bridge } : {}),
+        ...(l.vxlan ? { info_data: l.vxlan } : {}),
         ...(l.master ? { info_slave_kind: 'bridge', info_slave_data: l.slave } : {}),
       },
       addr_info: l.addrs.map((a) => {

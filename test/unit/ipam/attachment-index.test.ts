@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { AttachmentIndex, StaleIndexError } from '../../../src/ipam/attachment-index';
 import { DiskStore } from '../../../src/ipam/disk-store';
 import { IP } from '../../../src/net/ip';
+import { waitFor } from '../../support/wait';
 
 let root: string;
 let store: DiskStore;
@@ -77,8 +78,11 @@ describe('AttachmentIndex', () => {
     for (let i = 0; i < 50; i++) fs.writeFileSync(join(netDir(), `10.1.0.${i + 10}`), `old${i}\r\neth0`);
     index.open(store);
     index.commit();
-    await new Promise((r) => setTimeout(r, 2100)); // older than the slack given to coarse timestamps
-    index = new AttachmentIndex(meta(), netDir());
+    // Without the slack given to coarse timestamps (2 s), the files are old as soon as the file clock has ticked past them.
+    const newest = Math.max(...fs.readdirSync(netDir()).map((f) => fs.statSync(join(netDir(), f)).ctimeMs));
+    const probe = join(root, 'clock');
+    await waitFor('the file clock to tick past the files', () => (fs.writeFileSync(probe, ''), fs.statSync(probe).ctimeMs > newest));
+    index = new AttachmentIndex(meta(), netDir(), 0);
     index.invalidate(); // a call of ours changes nothing but stamps again: the files are now old
     index.commit();
     // The Go plugin: an ADD, a DEL, and a DEL then an ADD of another container on the same address.
@@ -92,7 +96,7 @@ describe('AttachmentIndex', () => {
       return realOpen(path, ...(rest as [fs.OpenMode]));
     }) as typeof fs.openSync);
     syncBuiltinESMExports();
-    const later = new AttachmentIndex(meta(), netDir());
+    const later = new AttachmentIndex(meta(), netDir(), 0);
     try {
       later.open(store);
     } finally {

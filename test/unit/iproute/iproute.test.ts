@@ -22,6 +22,9 @@ import type { IpLink } from '../../../src/iproute/link';
 let restore: Runner | undefined;
 const calls: { argv: readonly string[]; input?: string }[] = [];
 
+// A recording runner rather than the fake kernel: this file tests the layer that builds the argv and
+// batches and reads the tools' answers, so it checks exactly what is run and injects each reply
+// (failure markers, odd output) that the layer must understand.
 function fake(reply: (argv: readonly string[], input?: string) => { stdout?: string; stderr?: string; code?: number }): void {
   calls.length = 0;
   restore = setRunner(async (argv, input) => {

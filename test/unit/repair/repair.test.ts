@@ -163,9 +163,14 @@ describe('readInventory', () => {
     } finally {
       stderr.mockRestore();
     }
-    await new Promise((r) => setTimeout(r, 1_100));
-    const got = await readInventory(list([{ type: 'bridge', ipam }]), cacheDir);
-    expect([got.attachments.map((a) => a.containerID), [...got.parked]]).toEqual([['ended-pod'], ['parked-pod\neth0']]);
+    // 1.1 s later by the clock (only Date is faked: the files and timers stay real)
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 1_100 });
+    try {
+      const got = await readInventory(list([{ type: 'bridge', ipam }]), cacheDir);
+      expect([got.attachments.map((a) => a.containerID), [...got.parked]]).toEqual([['ended-pod'], ['parked-pod\neth0']]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('names the plugin whose config makes its state unreadable; refuses a network name that is not one', async () => {

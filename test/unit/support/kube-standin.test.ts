@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import { KubeApiServer, startKubeApiServer } from '../../support/kube-apiserver';
 import { PatchError, jsonPatch, mergePatch, strategicMergePatch } from '../../support/kube-patch';
-import { until } from '../../support/expect';
+import { waitFor } from '../../support/wait';
 
 interface Answer {
   status: number;
@@ -142,10 +142,10 @@ describe('stand-in API server: watch', () => {
   it('from "0" sends an ADDED per Node, then live changes', async () => {
     await s.createNode(node('w1'));
     const w = watch(s.url, 'resourceVersion=0');
-    await until('the initial ADDED', () => w.events.length === 1);
+    await waitFor('the initial ADDED', () => w.events.length === 1);
     await s.patchNode('w1', { metadata: { annotations: { a: '1' } } });
     await s.deleteNode('w1');
-    await until('MODIFIED and DELETED', () => w.events.length === 3);
+    await waitFor('MODIFIED and DELETED', () => w.events.length === 3);
     expect(w.events.map((e) => e.type)).toEqual(['ADDED', 'MODIFIED', 'DELETED']);
     expect(w.events[2].object.metadata.annotations).toEqual({ a: '1' });
     expect(Number(w.events[2].object.metadata.resourceVersion)).toBe(Number(w.events[1].object.metadata.resourceVersion) + 1);
@@ -157,7 +157,7 @@ describe('stand-in API server: watch', () => {
     await s.createNode(node('w2'));
     await s.patchNode('w2', { metadata: { labels: { a: '1' } } });
     const w = watch(s.url, `resourceVersion=${from}`);
-    await until('the replay', () => w.events.length === 2);
+    await waitFor('the replay', () => w.events.length === 2);
     expect(w.events.map((e) => e.type)).toEqual(['ADDED', 'MODIFIED']);
     w.close();
     for (let i = 0; i < 5; i++) await s.patchNode('w2', { metadata: { labels: { a: String(i + 2) } } });
@@ -179,10 +179,10 @@ describe('stand-in API server: watch', () => {
 
   it('sends DELETED when a Node stops matching the selector and ADDED when it starts', async () => {
     const w = watch(s.url, 'resourceVersion=0&labelSelector=role%3Dworker');
-    await until('the initial ADDED', () => w.events.length === 1);
+    await waitFor('the initial ADDED', () => w.events.length === 1);
     await s.patchNode('w2', { metadata: { labels: { role: 'edge' } } });
     await s.patchNode('w2', { metadata: { labels: { role: 'worker' } } });
-    await until('two events', () => w.events.length === 3);
+    await waitFor('two events', () => w.events.length === 3);
     expect(w.events.map((e) => e.type)).toEqual(['ADDED', 'DELETED', 'ADDED']);
     w.close();
   });
@@ -191,7 +191,7 @@ describe('stand-in API server: watch', () => {
     const rv = await s.bumpResourceVersion(3);
     const w = watch(s.url, 'resourceVersion=0&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dnone');
     const plain = watch(s.url, 'resourceVersion=0&fieldSelector=metadata.name%3Dnone');
-    await until('a bookmark', () => w.events.length > 0);
+    await waitFor('a bookmark', () => w.events.length > 0);
     expect(w.events[0]).toMatchObject({ type: 'BOOKMARK', object: { kind: 'Node', metadata: { resourceVersion: rv } } });
     expect(plain.events).toEqual([]);
     w.close();
@@ -203,7 +203,7 @@ describe('stand-in API server: watch', () => {
     expect(await watch(s.url, 'resourceVersion=0&timeoutSeconds=1').ended).toBe('end');
     expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
     const w = watch(s.url, 'resourceVersion=0');
-    await until('the watch to open', () => w.events.length > 0);
+    await waitFor('the watch to open', () => w.events.length > 0);
     expect(await s.dropWatches()).toBe(1);
     expect(await w.ended).toBe('broken');
   });

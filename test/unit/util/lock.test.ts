@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { withLock } from '../../../src/util/lock';
 import { CniError } from '../../../src/cni/errors';
+import { waitFor } from '../../support/wait';
 
 let dir: string;
 let lockFile: string;
@@ -14,6 +15,22 @@ beforeEach(() => {
   lockFile = join(dir, 'lock');
 });
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/** flock(1) processes this process started that are still running (a withLock waiting in the kernel). */
+function waitingFlocks(): number {
+  let n = 0;
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const [state, ppid] = stat.slice(close + 2).split(' ');
+      if (stat.slice(stat.indexOf('(') + 1, close) === 'flock' && Number(ppid) === process.pid && state !== 'Z') n++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return n;
+}
 
 /**
  * Another process holding the lock: flock(1) takes it and, without forking,
@@ -45,9 +62,9 @@ describe('withLock', () => {
       await new Promise<void>((r) => (release = r));
       order.push('first out');
     });
-    await new Promise((r) => setTimeout(r, 50));
-    const second = withLock(lockFile, 5000, async () => void order.push('second'));
-    await new Promise((r) => setTimeout(r, 200));
+    expect(order).toEqual(['first in']); // withLock took the free lock at once
+    const second = withLock(lockFile, 30_000, async () => void order.push('second'));
+    await waitFor('the second call to wait for the lock in flock(1)', () => waitingFlocks() === 1, 30_000);
     expect(order).toEqual(['first in']);
     release();
     await Promise.all([first, second]);
@@ -69,13 +86,15 @@ describe('withLock', () => {
     }
   });
 
-  it('a holder killed with SIGKILL frees the lock at once', async () => {
+  it('a holder killed with SIGKILL frees the lock: the waiting call gets it, long before its timeout', async () => {
     const h = await holder();
-    const waiting = withLock(lockFile, 10_000, async () => Date.now());
-    await new Promise((r) => setTimeout(r, 100));
+    const waiting = withLock(lockFile, 60_000, async () => Date.now());
+    await waitFor('the call to wait for the lock in flock(1)', () => waitingFlocks() === 1, 30_000);
     const killedAt = Date.now();
     h.child.kill('SIGKILL');
-    expect((await waiting) - killedAt).toBeLessThan(1000);
+    const latency = (await waiting) - killedAt; // a lock the kernel did not free would time out after 60 s (code 11)
+    console.log(`lock taken ${latency} ms after its holder was killed`);
+    expect(latency).toBeLessThan(30_000);
   });
 
   it('a lock file that cannot be opened is an I/O failure naming it', async () => {

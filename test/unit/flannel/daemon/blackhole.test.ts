@@ -1,36 +1,28 @@
-// ensureBlackhole against a recorded `ip`: what it reads, what it adds and
+// ensureBlackhole against the fake kernel: what it reads, what it adds and
 // removes (ours only: our metric, inside the network), and nothing on a
 // second pass. The kernel's side (the bridge's route winning) is in the
 // kube integration test.
 import { afterEach, describe, expect, it } from 'vitest';
 import { Prefix } from '../../../../src/net/ip';
-import { Runner, setRunner } from '../../../../src/iproute/exec';
+import { FakeKernel } from '../../../support/fake-kernel';
 import { BLACKHOLE_METRIC, ensureBlackhole, removeBlackhole } from '../../../../src/flannel/daemon/blackhole';
 
 describe('ensureBlackhole', () => {
-  let prev: Runner | undefined;
-  afterEach(() => prev && setRunner(prev));
+  let kernel: FakeKernel;
+  afterEach(() => kernel.uninstall());
 
-  /** A table of blackhole routes, answering `ip -json -4|-6 route show type blackhole root N`, `ip route add|del blackhole`. */
+  /** The fake kernel with these blackhole routes; `calls` the commands run, `routes` the blackhole routes it has. */
   const fake = (routes: { dst: string; metric?: number }[]) => {
-    const calls: string[] = [];
-    prev = setRunner(async (argv) => {
-      const cmd = argv.join(' ');
-      calls.push(cmd);
-      let m: RegExpExecArray | null;
-      if ((m = /^ip -json -[46] route show type blackhole root (\S+)$/.exec(cmd))) {
-        const net = Prefix.parse(m[1])!;
-        const inside = routes.filter((r) => Prefix.parse(r.dst)?.family === net.family && net.contains(Prefix.parse(r.dst)!.network));
-        return { stdout: JSON.stringify(inside.map((r) => ({ type: 'blackhole', dst: r.dst, ...(r.metric ? { metric: r.metric } : {}), flags: [] }))), stderr: '', code: 0 };
-      }
-      if ((m = /^ip -[46] route (add|del) blackhole (\S+) metric (\d+)$/.exec(cmd))) {
-        if (m[1] === 'add') routes.push({ dst: m[2], metric: Number(m[3]) });
-        else routes.splice(routes.findIndex((r) => r.dst === m![2] && r.metric === Number(m![3])), 1);
-        return { stdout: '', stderr: '', code: 0 };
-      }
-      throw new Error(`unexpected ${cmd}`);
-    });
-    return { calls, routes };
+    kernel = new FakeKernel().install();
+    kernel.routesIn().push(...routes.map((r) => ({ type: 'blackhole' as const, ...r })));
+    return {
+      get calls() {
+        return kernel.calls.map((c) => c.argv.join(' '));
+      },
+      get routes() {
+        return kernel.routesIn().filter((r) => r.type === 'blackhole').map(({ type: _, ...r }) => r);
+      },
+    };
   };
 
   it('adds ours with its metric, removes ours for another subnet, leaves others\' alone, and then has nothing to do', async () => {

@@ -1,196 +1,68 @@
 // The daemon against an in-memory store with etcd's semantics (through the
-// store manager, as in production) and a small model of the node's
-// `ip`/`bridge` (links, neighbours, FDB, routes) installed with setRunner:
-// every command the daemon runs is answered by the model. Nothing here touches
+// store manager, as in production) and the fake kernel (test/support/fake-kernel.ts:
+// links, neighbours, FDB, routes) with a fake firewall: every command the
+// daemon runs is answered by the model, and the tests check the state it ends in. Nothing here touches
 // the machine; for that reason the overlays here are IPv4 only (an IPv6
 // overlay makes the daemon set net.ipv6.conf.all.forwarding of its own
 // namespace, the machine's): flannel-ipv6.test.ts runs those in namespaces.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Daemon, DaemonOptions } from '../../../../src/flannel/daemon/daemon';
 import { StoreManager } from '../../../../src/flannel/store/store-manager';
-import { RunResult, Runner, setRunner } from '../../../../src/iproute/exec';
-import { Prefix } from '../../../../src/net/ip';
 import { FakeFirewall } from '../../../support/fake-firewall';
+import { FakeKernel, type FakeLink } from '../../../support/fake-kernel';
 import { MemStore } from '../../../support/mem-store';
-import { until } from '../../../support/expect';
+import { waitFor } from '../../../support/wait';
 
-// ---------------------------------------------------------------------------
-// The node: a model of what the daemon runs (`ip`, `bridge`; the firewall
-// commands are answered by FakeFirewall).
-
-interface FLink {
-  name: string;
-  kind?: string;
-  mtu: number;
-  mac: string;
-  up: boolean;
-  vxlan?: { id: number; local: string; link: string; port: number; learning: boolean; gbp?: boolean };
-  addrs: { family: string; local: string; prefixlen: number }[];
+/** The node: eth0 on the underlay; the daemon's `ip`/`bridge` commands change the fake kernel, its firewall commands the fake firewall. */
+function fakeNode(): FakeKernel {
+  const kernel = new FakeKernel();
+  kernel.firewall = new FakeFirewall();
+  kernel.links().set('eth0', FakeKernel.link({ name: 'eth0', kind: 'veth', mtu: 1500, mac: '52:54:00:00:00:01', addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] }));
+  return kernel.install();
 }
 
-/** One node's links, neighbours, FDB and routes, answering the daemon's commands. */
-class FakeNode {
-  readonly links = new Map<string, FLink>();
-  neigh: { dev: string; dst: string; lladdr: string }[] = [];
-  fdb: { dev: string; mac: string; dst: string }[] = [];
-  /** Routes via a gateway: on a VTEP (onlink), or on eth0 (DirectRouting's). */
-  routes: { dev: string; dst: string; gateway: string }[] = [];
-  readonly firewall = new FakeFirewall();
-  /** Every command and batch line run, as text. */
-  readonly calls: string[] = [];
-  /** A batch line matching this fails with its message (as the kernel would refuse it). */
-  failLine?: (line: string) => string | undefined;
-  private prev?: Runner;
+/** A VXLAN device as an earlier run left it. */
+const vtep = (name: string, id: number, mac: string, addrs: FakeLink['addrs'] = []): FakeLink =>
+  FakeKernel.link({ name, mtu: 1450, mac, addrs, vxlan: { id, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false } });
 
-  constructor() {
-    this.links.set('eth0', { name: 'eth0', mtu: 1500, mac: '52:54:00:00:00:01', up: true, addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] });
-  }
-
-  install(): this {
-    this.prev = setRunner(async (argv, input) => this.run([...argv], input));
-    return this;
-  }
-
-  uninstall(): void {
-    if (this.prev) setRunner(this.prev);
-  }
-
-  private json(l: FLink) {
-    return {
-      ifindex: 2,
-      ifname: l.name,
-      flags: l.up ? ['BROADCAST', 'UP', 'LOWER_UP'] : ['BROADCAST'],
-      mtu: l.mtu,
-      address: l.mac,
-      ...(l.kind ? { linkinfo: { info_kind: l.kind, ...(l.vxlan ? { info_data: l.vxlan } : {}) } } : {}),
-      addr_info: l.addrs,
-    };
-  }
-
-  private delLink(name: string): void {
-    this.links.delete(name);
-    this.neigh = this.neigh.filter((n) => n.dev !== name);
-    this.fdb = this.fdb.filter((f) => f.dev !== name);
-    this.routes = this.routes.filter((r) => r.dev !== name);
-  }
-
-  private ok = (stdout = ''): RunResult => ({ stdout, stderr: '', code: 0 });
-
-  run(argv: string[], input?: string): RunResult {
-    const cmd = argv.join(' ');
-    this.calls.push(cmd);
-    const fw = this.firewall.run(argv, input);
-    if (fw) return fw;
-    let m: RegExpExecArray | null;
-    if (cmd === 'ip -json -details addr show') return this.ok(JSON.stringify([...this.links.values()].map((l) => this.json(l))));
-    if ((m = /^ip -json -details addr show dev (\S+)$/.exec(cmd))) {
-      const l = this.links.get(m[1]);
-      return l ? this.ok(JSON.stringify([this.json(l)])) : { stdout: '', stderr: `Device "${m[1]}" does not exist.\n`, code: 1 };
-    }
-    if ((m = /^ip -json -4 neigh show dev (\S+)$/.exec(cmd))) {
-      return this.ok(JSON.stringify(this.neigh.filter((n) => n.dev === m![1]).map((n) => ({ dst: n.dst, lladdr: n.lladdr, state: ['PERMANENT'] }))));
-    }
-    if ((m = /^ip -json -4 route show dev (\S+)$/.exec(cmd))) {
-      return this.ok(JSON.stringify(this.routes.filter((r) => r.dev === m![1]).map((r) => ({ dst: r.dst, gateway: r.gateway, flags: ['onlink'] }))));
-    }
-    if ((m = /^ip -json -4 route show root (\S+)$/.exec(cmd))) {
-      const within = Prefix.parse(m[1])!;
-      const routes = this.routes.filter((r) => within.contains(Prefix.parse(r.dst)!.network));
-      return this.ok(JSON.stringify(routes.map((r) => ({ dst: r.dst, gateway: r.gateway, dev: r.dev, ...(r.dev === 'eth0' ? {} : { flags: ['onlink'] }) }))));
-    }
-    if ((m = /^bridge -json fdb show dev (\S+)$/.exec(cmd))) {
-      return this.ok(JSON.stringify(this.fdb.filter((f) => f.dev === m![1]).map((f) => ({ mac: f.mac, dst: f.dst, flags: ['self'], state: 'permanent' }))));
-    }
-    if (cmd === 'ip -force -batch -' || cmd === 'bridge -force -batch -') {
-      let stderr = '';
-      (input ?? '').split('\n').filter(Boolean).forEach((line, i) => {
-        this.calls.push(`  ${line}`);
-        const err = this.failLine?.(line) ?? this.line(line);
-        if (err) stderr += `${err}\nCommand failed -:${i + 1}\n`;
-      });
-      return { stdout: '', stderr, code: stderr ? 1 : 0 };
-    }
-    throw new Error(`FakeNode: unexpected command ${cmd}`);
-  }
-
-  /** One batch line; an error message when the kernel would refuse it. */
-  private line(line: string): string | undefined {
-    const w = line.split(' ');
-    const opt = (key: string) => (w.includes(key) ? w[w.indexOf(key) + 1] : undefined);
-    let m: RegExpExecArray | null;
-    if ((m = /^link add name (\S+) address (\S+) mtu (\d+) type vxlan id (\d+) local (\S+) dev (\S+) dstport (\d+) (no)?learning( gbp)?$/.exec(line))) {
-      if (this.links.has(m[1])) return 'RTNETLINK answers: File exists';
-      this.links.set(m[1], {
-        name: m[1], kind: 'vxlan', mac: m[2], mtu: Number(m[3]), up: false, addrs: [],
-        vxlan: { id: Number(m[4]), local: m[5], link: m[6], port: Number(m[7]), learning: !m[8], ...(m[9] ? { gbp: true } : {}) },
-      });
-      return undefined;
-    }
-    // a route without a device (DirectRouting's, via a peer's public address) goes out of the underlay
-    const dev = opt('dev') ?? (w[0] === 'route' ? 'eth0' : w[2]);
-    const link = this.links.get(dev);
-    if (w[0] === 'link' && (w[1] === 'set' || w[1] === 'del')) {
-      if (!link) return `Cannot find device "${dev}"`;
-      if (w[1] === 'del') this.delLink(dev);
-      if (opt('mtu')) link.mtu = Number(opt('mtu'));
-      if (opt('address')) link.mac = opt('address')!;
-      if (w.includes('up')) link.up = true;
-      return undefined;
-    }
-    if (!link) return `Cannot find device "${dev}"`;
-    const [obj, op, what] = w;
-    if (obj === 'addr') {
-      const [local, len] = what.split('/');
-      link.addrs = link.addrs.filter((a) => a.local !== local);
-      if (op === 'replace') link.addrs.push({ family: local.includes(':') ? 'inet6' : 'inet', local, prefixlen: Number(len) });
-    } else if (obj === 'neigh') {
-      this.neigh = this.neigh.filter((n) => !(n.dev === dev && n.dst === what));
-      if (op === 'replace') this.neigh.push({ dev, dst: what, lladdr: w[w.indexOf('lladdr') + 1] });
-    } else if (obj === 'fdb') {
-      const dst = w[w.indexOf('dst') + 1];
-      this.fdb = this.fdb.filter((f) => !(f.dev === dev && f.mac === what && (op === 'replace' || f.dst === dst)));
-      if (op === 'replace') this.fdb.push({ dev, mac: what, dst });
-    } else if (obj === 'route') {
-      if (op === 'del' && !this.routes.some((r) => r.dev === dev && r.dst === what)) return 'RTNETLINK answers: No such process';
-      this.routes = this.routes.filter((r) => !(r.dev === dev && r.dst === what));
-      if (op === 'replace') this.routes.push({ dev, dst: what, gateway: w[w.indexOf('via') + 1] });
-    } else return `unknown line ${line}`;
-    return undefined;
-  }
-
-  /** Whether a peer's neighbour, FDB entry and route are all in place on flannel.1. */
-  has(subnet: string, mac: string, publicIP: string, dev = 'flannel.1'): boolean {
-    const vtepIP = subnet.split('/')[0];
-    return (
-      this.neigh.some((n) => n.dev === dev && n.dst === vtepIP && n.lladdr === mac) &&
-      this.fdb.some((f) => f.dev === dev && f.mac === mac && f.dst === publicIP) &&
-      this.routes.some((r) => r.dev === dev && r.dst === subnet && r.gateway === vtepIP)
-    );
-  }
+/** Whether a peer's neighbour, FDB entry and route are all in place on the VTEP. */
+function programmed(kernel: FakeKernel, subnet: string, mac: string, publicIP: string, dev = 'flannel.1'): boolean {
+  const vtepIP = subnet.split('/')[0];
+  return (
+    kernel.neigh().some((n) => n.dev === dev && n.dst === vtepIP && n.lladdr === mac) &&
+    kernel.fdb().some((f) => f.dev === dev && f.mac === mac && f.dst === publicIP) &&
+    kernel.routesIn().some((r) => r.dev === dev && r.dst === subnet && r.gateway === vtepIP)
+  );
 }
+
+/** Every `ip` batch line the daemon sent, as text. */
+const ipLines = (kernel: FakeKernel) => kernel.ipLines().map((l) => l.line);
 
 const peerValue = (n: number, mac = `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}`) =>
   `{"PublicIP":"192.168.88.${n}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
+/** The daemon's timers (reconciles, renewals, resyncs) on a clock the test moves: "a dozen reconciles" is exact, however busy the machine. */
+const fakeClock = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
 const peerMac = (n: number) => `0a:00:00:00:00:${n.toString(16).padStart(2, '0')}`;
 
 describe('the daemon (in-memory store, model of the node)', () => {
-  let node: FakeNode;
+  let node: FakeKernel;
   let store: MemStore;
   let dir: string;
   let logs: string[];
   let daemons: Daemon[];
 
   beforeEach(() => {
-    node = new FakeNode().install();
+    node = fakeNode();
     store = new MemStore();
     dir = mkdtempSync(join(tmpdir(), 'flannel-daemon-'));
     logs = [];
     daemons = [];
   });
   afterEach(async () => {
+    vi.useRealTimers();
     for (const d of daemons) await d.stop();
     node.uninstall();
     rmSync(dir, { recursive: true, force: true });
@@ -213,21 +85,17 @@ describe('the daemon (in-memory store, model of the node)', () => {
   it('programs the peers in the store and writes subnet.env', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     await daemon().start();
-    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
     expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/^FLANNEL_NETWORK=10.88.0.0\/16\nFLANNEL_SUBNET=10.88.\d+.1\/24\n/);
   });
 
   it('restarted while etcd stops answering right after the lease was taken: the peers stay as programmed, never emptied', async () => {
     // the node as the previous run left it: VTEP, and two peers programmed
-    node.links.set('flannel.1', {
-      name: 'flannel.1', kind: 'vxlan', mtu: 1450, mac: '0a:00:00:00:00:01', up: true,
-      vxlan: { id: 1, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false },
-      addrs: [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }],
-    });
+    node.links().set('flannel.1', vtep('flannel.1', 1, '0a:00:00:00:00:01', [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }]));
     for (const n of [2, 3]) {
-      node.neigh.push({ dev: 'flannel.1', dst: `10.88.${n}.0`, lladdr: peerMac(n) });
-      node.fdb.push({ dev: 'flannel.1', mac: peerMac(n), dst: `192.168.88.${n}` });
-      node.routes.push({ dev: 'flannel.1', dst: `10.88.${n}.0/24`, gateway: `10.88.${n}.0` });
+      node.neigh().push({ dev: 'flannel.1', dst: `10.88.${n}.0`, lladdr: peerMac(n) });
+      node.fdb().push({ dev: 'flannel.1', mac: peerMac(n), dst: `192.168.88.${n}` });
+      node.routesIn().push({ dev: 'flannel.1', dst: `10.88.${n}.0/24`, gateway: `10.88.${n}.0`, onlink: true });
       store.put(`10.88.${n}.0-24`, peerValue(n), 600);
     }
     store.put('10.88.1.0-24', peerValue(1), 600);
@@ -235,8 +103,8 @@ describe('the daemon (in-memory store, model of the node)', () => {
       if (call.startsWith('renew 10.88.1.0-24')) store.down = true; // our lease is renewed, then etcd is gone
     };
     await daemon().start();
-    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
-    expect(node.has('10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
     expect(logs.join('\n')).toMatch(/etcd mem unreachable: connection refused; keeping the overlay as programmed/);
     expect(logs.join('\n')).not.toMatch(/removed/);
   });
@@ -245,29 +113,27 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.put('10.88.1.0-24', peerValue(1), 600); // ours: VTEP MAC 0a:00:00:00:00:01
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.put('10.88.9.0-24', peerValue(9, peerMac(1)), 600); // "192.168.88.9" claims our MAC
+    fakeClock();
     await daemon({ reconcileMs: 20 }).start();
-    await new Promise((r) => setTimeout(r, 200)); // several reconciles
-    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
-    expect(node.fdb.filter((f) => f.mac === peerMac(1))).toEqual([]);
-    expect(node.routes.map((r) => r.dst)).not.toContain('10.88.9.0/24');
+    await vi.advanceTimersByTimeAsync(200); // ten reconciles
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(node.fdb().filter((f) => f.mac === peerMac(1))).toEqual([]);
+    expect(node.routesIn().map((r) => r.dst)).not.toContain('10.88.9.0/24');
     expect(logs.filter((l) => l.includes('10.88.9.0/24'))).toEqual(["ignoring lease 10.88.9.0/24: BackendData.VtepMAC 0a:00:00:00:00:01 is this node's own VTEP MAC"]);
   });
 
   it('after a config change (VNI, families, Network), VTEPs and routes of the earlier config are removed at start', async () => {
-    const vxlan = (name: string, id: number, mac: string): FLink => ({
-      name, kind: 'vxlan', mtu: 1450, mac, up: true, vxlan: { id, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false }, addrs: [],
-    });
-    node.links.set('flannel.7', vxlan('flannel.7', 7, '0a:00:00:00:07:01')); // VNI 7 before
-    node.links.set('flannel-v6.7', vxlan('flannel-v6.7', 7, '0a:00:00:00:07:06')); // IPv6 was on
-    node.links.set('flannel.1', { ...vxlan('flannel.1', 1, '0a:00:00:00:00:01'), addrs: [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }] });
-    node.links.set('flannel.9', { ...vxlan('flannel.9', 9, '0a:00:00:00:09:01'), kind: 'bridge', vxlan: undefined }); // not a VTEP: someone else's
-    node.routes.push({ dev: 'flannel.7', dst: '10.88.4.0/24', gateway: '10.88.4.0' });
-    node.routes.push({ dev: 'flannel.1', dst: '10.77.5.0/24', gateway: '10.77.5.0' }); // the Network was 10.77.0.0/16
+    node.links().set('flannel.7', vtep('flannel.7', 7, '0a:00:00:00:07:01')); // VNI 7 before
+    node.links().set('flannel-v6.7', vtep('flannel-v6.7', 7, '0a:00:00:00:07:06')); // IPv6 was on
+    node.links().set('flannel.1', vtep('flannel.1', 1, '0a:00:00:00:00:01', [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }]));
+    node.links().set('flannel.9', FakeKernel.link({ name: 'flannel.9', kind: 'bridge', mtu: 1450, mac: '0a:00:00:00:09:01' })); // not a VTEP: someone else's
+    node.routesIn().push({ dev: 'flannel.7', dst: '10.88.4.0/24', gateway: '10.88.4.0', onlink: true });
+    node.routesIn().push({ dev: 'flannel.1', dst: '10.77.5.0/24', gateway: '10.77.5.0', onlink: true }); // the Network was 10.77.0.0/16
     store.put('10.88.1.0-24', peerValue(1), 600);
     store.put('10.88.2.0-24', peerValue(2), 600);
     await daemon().start();
-    expect([...node.links.keys()].sort()).toEqual(['eth0', 'flannel.1', 'flannel.9']);
-    expect(node.routes.map((r) => `${r.dst} ${r.dev}`)).toEqual(['10.88.2.0/24 flannel.1']);
+    expect([...node.links().keys()].sort()).toEqual(['eth0', 'flannel.1', 'flannel.9']);
+    expect(node.routesIn().map((r) => `${r.dst} ${r.dev}`)).toEqual(['10.88.2.0/24 flannel.1']);
     expect(logs.join('\n')).toMatch(/removed flannel.7 \(VNI 7\), a VTEP of an earlier network config/);
   });
 
@@ -285,16 +151,17 @@ describe('the daemon (in-memory store, model of the node)', () => {
 
   it('a failure met on every reconcile is logged when it appears and when it ends, not on each pass', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
-    node.failLine = (line) => (line.startsWith('route replace 10.88.2.0/24') ? 'Error: Nexthop has invalid gateway.' : undefined);
+    node.failures.push({ match: 'route replace 10.88.2.0/24', msg: 'Error: Nexthop has invalid gateway.' });
+    fakeClock();
     await daemon({ reconcileMs: 20 }).start();
-    await new Promise((r) => setTimeout(r, 300)); // a dozen reconciles
-    expect(node.calls.filter((c) => c.includes('route replace 10.88.2.0/24')).length).toBeGreaterThan(5);
+    await vi.advanceTimersByTimeAsync(300); // fifteen reconciles
+    expect(ipLines(node).filter((c) => c.includes('route replace 10.88.2.0/24')).length).toBeGreaterThan(5);
     expect(logs.filter((l) => l.includes('reconcile failed'))).toEqual([
       'reconcile failed: flannel.1 peers: ip route replace 10.88.2.0/24 via 10.88.2.0 dev flannel.1 onlink: Error: Nexthop has invalid gateway.; retrying on each reconcile',
     ]);
-    node.failLine = undefined;
-    await until('the route', () => node.has('10.88.2.0/24', peerMac(2), '192.168.88.2'), 1000);
-    await new Promise((r) => setTimeout(r, 100));
+    node.failures.length = 0;
+    await vi.advanceTimersByTimeAsync(100); // five more
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
     expect(logs.filter((l) => l.includes('programmed again'))).toEqual(['flannel.1: every peer is programmed again']);
     // the watch's reconnect attempts while etcd is away: each message once, not per attempt
     for (let i = 0; i < 4; i++) store.watchError(new Error(i % 2 ? 'The etcd watch stream was unexpectedly ended' : 'etcd mem unreachable'));
@@ -303,11 +170,12 @@ describe('the daemon (in-memory store, model of the node)', () => {
 
   // (renewal timing, retries and reservations: flannel-store-manager.test.ts, with fake timers)
   it('a renewal refused (another node holds our subnet now) makes the reconcile see the conflict: each logged once, not on every retry', async () => {
+    fakeClock();
     store.put('10.88.1.0-24', peerValue(1), 600);
     const d = daemon({ leaseTtlS: 1, reconcileMs: 50 });
     await d.start();
     store.put('10.88.1.0-24', peerValue(9), 600); // 192.168.88.9 took it
-    await new Promise((r) => setTimeout(r, 2600)); // renewals retried every second
+    await vi.advanceTimersByTimeAsync(2600); // renewals retried every second, reconciles every 50 ms
     expect(store.calls.filter((c) => c.startsWith('renew 10.88.1.0-24')).length).toBeGreaterThanOrEqual(3);
     expect(logs.filter((l) => l.startsWith('cannot renew'))).toEqual(["cannot renew lease 10.88.1.0/24: it now holds another node's data"]);
     expect(logs.filter((l) => l.startsWith('CONFLICT'))).toHaveLength(1);
@@ -317,23 +185,24 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.createDelayMs = 200; // SIGTERM arrives while etcd writes our new lease
     const d = daemon({ releaseOnExit: true });
     const started = d.start().then(() => 'running', (err: Error) => err.message);
-    await until('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')), 1000);
+    await waitFor('the lease creation to be under way', () => store.calls.some((c) => c.startsWith('create')));
     await d.stop();
     expect(await started).toBe('stopped while starting');
     expect([...store.entries.keys()]).toEqual([]);
     expect(store.calls.filter((c) => c.startsWith('remove'))).toHaveLength(1);
-    expect(node.links.has('flannel.1')).toBe(false); // and start() went no further
+    expect(node.links().has('flannel.1')).toBe(false); // and start() went no further
     expect(logs.join('\n')).toMatch(/released lease 10.88.\d+.0\/24/);
   });
 
   it('--release-on-exit: stopped while waiting to retry (etcd down), nothing is held and the stop is immediate', async () => {
     store.down = true;
+    fakeClock();
     const d = daemon({ releaseOnExit: true });
     const started = d.start().catch((err: Error) => err.message);
-    await until('the first failure', () => logs.some((l) => l.startsWith('cannot read the network config')), 1000);
+    await vi.waitFor(() => expect(logs.some((l) => l.startsWith('cannot read the network config'))).toBe(true));
     const t0 = Date.now();
-    await d.stop();
-    expect(Date.now() - t0).toBeLessThan(500);
+    await d.stop(); // the clock stands still: a stop that waited for the retry timer would never return
+    expect(Date.now()).toBe(t0);
     expect(await started).toBe('stopped');
     expect(store.calls.filter((c) => c.startsWith('remove'))).toEqual([]);
   });
@@ -341,25 +210,27 @@ describe('the daemon (in-memory store, model of the node)', () => {
   it('a peer joining just before the watch starts (after the daemon\'s last list) is programmed at once, not at the next periodic reconcile', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     store.beforeWatch = () => store.put('10.88.3.0-24', peerValue(3), 600);
+    fakeClock();
     await daemon().start(); // periodic reconcile: every 60 s
-    await until('the peer that joined before the watch to be programmed', () => node.has('10.88.3.0/24', peerMac(3), '192.168.88.3'), 1000);
-    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    await vi.advanceTimersByTimeAsync(1000); // the watch's replay, not the periodic reconcile
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
   });
 
   it('Backend.MTU is the underlay\'s: 1400 makes a VTEP of 1350, and FLANNEL_MTU follows', async () => {
     store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","MTU":1400}}';
     await daemon().start();
-    expect(node.links.get('flannel.1')?.mtu).toBe(1350);
+    expect(node.links().get('flannel.1')?.mtu).toBe(1350);
     expect(readFileSync(join(dir, 'subnet.env'), 'utf8')).toMatch(/\nFLANNEL_MTU=1350\n/);
   });
 
   it('GBP and Learning make the VTEP with gbp and learning; a kernel that refuses is named with the field', async () => {
     store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","GBP":true,"Learning":true}}';
     await daemon().start();
-    expect(node.links.get('flannel.1')?.vxlan).toMatchObject({ learning: true, gbp: true });
+    expect(node.links().get('flannel.1')?.vxlan).toMatchObject({ learning: true, gbp: true });
     await daemons.pop()!.stop();
-    node.links.delete('flannel.1');
-    node.failLine = (line) => (line.endsWith(' gbp') ? 'Error: RTNETLINK answers: Operation not supported' : undefined);
+    node.links().delete('flannel.1');
+    node.failures.push({ match: ' gbp', msg: 'Error: RTNETLINK answers: Operation not supported' });
     await expect(daemon().start()).rejects.toThrow(
       /^cannot set up the overlay: VTEP flannel.1: .*Operation not supported \(network config fields "Backend.GBP" and "Backend.Learning" ask for a VXLAN feature: does this kernel support it\?\)$/,
     );
@@ -370,22 +241,23 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.put('10.88.2.0-24', peerValue(2), 600); // 192.168.88.2: on eth0's 192.168.88.0/24
     store.put('10.88.3.0-24', peerValue(3).replace('192.168.88.3', '192.168.99.3'), 600); // another underlay subnet
     await daemon().start();
-    expect(node.routes).toContainEqual({ dev: 'eth0', dst: '10.88.2.0/24', gateway: '192.168.88.2' });
-    expect(node.neigh.map((n) => n.dst)).toEqual(['10.88.3.0']);
-    expect(node.fdb.map((f) => f.mac)).toEqual([peerMac(3)]);
-    expect(node.has('10.88.3.0/24', peerMac(3), '192.168.99.3')).toBe(true);
+    expect(node.routesIn()).toContainEqual({ dev: 'eth0', dst: '10.88.2.0/24', gateway: '192.168.88.2' });
+    expect(node.neigh().map((n) => n.dst)).toEqual(['10.88.3.0']);
+    expect(node.fdb().map((f) => f.mac)).toEqual([peerMac(3)]);
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.99.3')).toBe(true);
     expect(logs.join('\n')).toMatch(/DirectRouting \(peers on 192.168.88.0\/24 routed directly\)/);
     // restarted with DirectRouting off: the direct route is found and replaced by VXLAN
     await daemons.pop()!.stop();
     store.config = '{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}';
     await daemon().start();
-    expect(node.routes.filter((r) => r.dev === 'eth0')).toEqual([]);
-    expect(node.has('10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(node.routesIn().filter((r) => r.dev === 'eth0')).toEqual([]);
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
   });
 
   it('--ip-masq and forward rules: put in place at start (FLANNEL_IPMASQ=true), put back on resync, kept on a plain stop, removed with --release-on-exit', async () => {
-    const fw = node.firewall;
+    const fw = node.firewall!;
     const traffic = { ipMasq: true, randomFully: true, forwardRules: true, resyncMs: 30 };
+    fakeClock();
     const d = daemon({ traffic });
     await d.start();
     const subnet = /FLANNEL_SUBNET=10\.88\.(\d+)\.1/.exec(readFileSync(join(dir, 'subnet.env'), 'utf8'))![1];
@@ -400,11 +272,14 @@ describe('the daemon (in-memory store, model of the node)', () => {
     // nothing to do while all is in place: one listing per table, no restore
     const restores = () => fw.calls.filter((c) => c.startsWith('iptables-restore')).length;
     const before = restores();
-    await new Promise((r) => setTimeout(r, 100));
+    const listings = fw.calls.filter((c) => c === 'iptables-save -t nat').length;
+    await vi.advanceTimersByTimeAsync(100); // three resyncs
+    expect(fw.calls.filter((c) => c === 'iptables-save -t nat').length).toBeGreaterThanOrEqual(listings + 3);
     expect(restores()).toBe(before);
-    // a rule deleted by hand comes back
+    // a rule deleted by hand comes back at the next resync
     fw.ipt.get('4 filter')!.get('FORWARD')!.length = 0;
-    await until('the FORWARD jump to be put back', () => fw.rules(4).includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD'), 1000);
+    await vi.advanceTimersByTimeAsync(30);
+    expect(fw.rules(4)).toContain('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD');
     expect(logs).toContain('IPv4 forward rules (iptables) had been changed or removed: put back');
     await daemons.pop()!.stop();
     expect(fw.rules(4)).toEqual(rules); // a plain stop leaves them, as flanneld does
@@ -416,7 +291,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
   });
 
   it('at start: the other backend\'s rules of ours go, and so do the kinds the flags no longer ask for; masquerading is not fully random where flanneld would not make it so', async () => {
-    const fw = node.firewall;
+    const fw = node.firewall!;
     // an earlier run in nftables mode, and one in iptables mode with --ip-masq
     fw.run(['nft', '-f', '-'], 'add table ip flannel-ipv4\nadd chain ip flannel-ipv4 postrtg { type nat hook postrouting priority srcnat; }\n');
     fw.run(['iptables-restore', '-w', '--noflush'], '*nat\n:FLANNEL-POSTRTG - [0:0]\n-A FLANNEL-POSTRTG -s 10.88.0.0/16 -j RETURN\n-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG\nCOMMIT\n');
@@ -445,10 +320,10 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect([await d.health(), d.ready()]).toEqual(['starting: no lease yet', false]);
     await d.start();
     expect([await d.health(), d.ready()]).toEqual([undefined, true]);
-    node.links.delete('flannel.1');
+    node.links().delete('flannel.1');
     expect(await d.health()).toMatch(/^no VTEP holds 10\.88\.\d+\.0\/32/);
     store.put('10.88.200.0-24', peerValue(9), 600); // any change: a reconcile repairs the VTEP
-    await until('the VTEP to be repaired', () => node.links.has('flannel.1'), 1000);
+    await waitFor('the VTEP to be repaired', () => node.links().has('flannel.1'));
     expect(await d.health()).toBeUndefined();
     await d.stop();
     expect([await d.health(), d.ready()]).toEqual(['stopping', false]);

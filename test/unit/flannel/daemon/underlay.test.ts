@@ -43,6 +43,8 @@ describe('chooseByFlags', () => {
 describe('findUnderlay', () => {
   let restore: Runner | undefined;
   const commands: string[] = [];
+  // A runner of its own rather than the fake kernel: these tests hand the code the kernel's routing
+  // decisions (`ip route get`, the default routes) as canned answers, which the fake kernel does not model.
   const fake = (routeGet: unknown, defaults: Record<string, unknown[]> = {}) => {
     commands.length = 0;
     restore = setRunner(async (argv) => {

@@ -17,7 +17,7 @@ import type { LeaseAttrs } from '../../../../src/flannel/lease';
 import { parseNetworkConfig } from '../../../../src/flannel/netconfig';
 import { KubeApiServer, startKubeApiServer } from '../../../support/kube-apiserver';
 import { kubeconfigYaml } from '../../../support/kubeconfig';
-import { until } from '../../../support/expect';
+import { waitFor } from '../../../support/wait';
 
 const P = 'flannel.alpha.coreos.com';
 const TOKEN = 'flannel-sa-token';
@@ -83,7 +83,7 @@ describe('KubeManager', () => {
     manager.start();
     return manager;
   };
-  const synced = (m: KubeManager) => until('the first list', async () => !!(await m.listLeases().catch(() => undefined)));
+  const synced = (m: KubeManager) => waitFor('the first list', async () => !!(await m.listLeases().catch(() => undefined)));
 
   it('reads the network config from net-conf.json, naming the file when it is missing or wrong', async () => {
     const m = open({ netConf: '{"Network":"10.244.0.0/16","EnableNFTables":false,"Backend":{"Type":"vxlan"}}' });
@@ -97,7 +97,7 @@ describe('KubeManager', () => {
 
   it('before the first list: StoreUnavailable with the API\'s error; our Node missing: none; node-public-ip annotations win', async () => {
     const dead = open({ url: 'http://127.0.0.1:1' });
-    await until('a failed list', () => logs.some((l) => l.startsWith('watching Nodes: GET http://127.0.0.1:1/api/v1/nodes')));
+    await waitFor('a failed list', () => logs.some((l) => l.startsWith('watching Nodes: GET http://127.0.0.1:1/api/v1/nodes')));
     await expect(dead.nodePublicIPs()).rejects.toThrow(StoreUnavailable);
     await expect(dead.nodePublicIPs()).rejects.toThrow(/no list of Nodes yet: GET http:\/\/127.0.0.1:1\/api\/v1\/nodes: connect ECONNREFUSED/);
     await dead.close();
@@ -106,10 +106,10 @@ describe('KubeManager', () => {
     await synced(m);
     expect(await m.nodePublicIPs()).toEqual({}); // not registered yet: nobody can have annotated it
     await server.createNode({ metadata: { name: 'n1', annotations: { [`${P}/node-public-ip`]: '203.0.113.9', [`${P}/node-public-ipv6`]: '2001:DB8::9' } } });
-    await until('n1 in the cache', () => !!m.ownNode());
+    await waitFor('n1 in the cache', () => !!m.ownNode());
     expect(await m.nodePublicIPs()).toEqual({ publicIp: '203.0.113.9', publicIpv6: '2001:db8::9' });
     await server.patchNode('n1', { metadata: { annotations: { [`${P}/node-public-ip`]: 'nope' } } });
-    await until('the bad value', async () => (await m.nodePublicIPs().then(() => false, () => true)));
+    await waitFor('the bad value', async () => (await m.nodePublicIPs().then(() => false, () => true)));
     await expect(m.nodePublicIPs()).rejects.toThrow(`annotation ${P}/node-public-ip of node "n1": "nope" is not an IPv4 address`);
   });
 
@@ -118,11 +118,12 @@ describe('KubeManager', () => {
     await synced(m);
     let lease: HeldLease | undefined;
     const acquiring = m.acquireLease(CFG, attrs(), hooks).then((l) => (lease = l));
-    await until('the first reason', () => logs.some((l) => l.includes('does not exist (yet)')));
+    await waitFor('the first reason', () => logs.some((l) => l.includes('does not exist (yet)')));
     await server.createNode({ metadata: { name: 'n1', annotations: { 'other.example.com/keep': 'me' } }, spec: {} });
-    await until('the second reason', () => logs.some((l) => l.includes('no pod CIDR assigned')));
+    await waitFor('the second reason', () => logs.some((l) => l.includes('no pod CIDR assigned')));
     await server.patchNode('n1', { metadata: { labels: { heartbeat: '1' } } }); // a change that does not help
-    await new Promise((r) => setTimeout(r, 100));
+    // once the cache holds it, the wait has looked at it (the wake-up runs in the same turn as the cache update)
+    await waitFor('the manager to see the change', () => m.ownNode()?.metadata.labels?.heartbeat === '1');
     expect(lease).toBeUndefined();
     expect(logs.filter((l) => l.startsWith('waiting for node "n1"'))).toEqual([
       'waiting for node "n1": it does not exist (yet): waiting for the kubelet to register it',
@@ -151,13 +152,13 @@ describe('KubeManager', () => {
     const m = open();
     await synced(m);
     const acquiring = m.acquireLease(CFG, attrs(), hooks);
-    await until('the reason', () => logs.some((l) => l.includes('its IPv4 pod CIDR 10.99.1.0/24 is not inside the network config\'s 10.244.0.0/16')));
+    await waitFor('the reason', () => logs.some((l) => l.includes('its IPv4 pod CIDR 10.99.1.0/24 is not inside the network config\'s 10.244.0.0/16')));
     await server.patchNode('n1', { spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] } });
     const v4 = await acquiring;
     expect(v4.subnet?.toString()).toBe('10.244.1.0/24');
     // dual stack needs the IPv6 pod CIDR as well
     const dual = m.acquireLease(DUAL, { ...attrs(), publicIPv6: IP.parse('fd88::1')!, v6Vni: 1, v6VtepMAC: '0a:00:00:00:06:01' }, hooks);
-    await until('the IPv6 reason', () => logs.some((l) => l.includes('spec.podCIDRs has no IPv6 CIDR, but the network config enables IPv6')));
+    await waitFor('the IPv6 reason', () => logs.some((l) => l.includes('spec.podCIDRs has no IPv6 CIDR, but the network config enables IPv6')));
     stopping();
     await expect(dual).rejects.toThrow('stopped while waiting for node "n1"');
   });
@@ -182,7 +183,7 @@ describe('KubeManager', () => {
     const m = open();
     await synced(m);
     const held = await m.acquireLease(CFG, attrs(), hooks);
-    await until('our annotations in the cache', async () => (await m.listLeases()).leases.length === 2);
+    await waitFor('our annotations in the cache', async () => (await m.listLeases()).leases.length === 2);
     const list = await m.listLeases();
     expect(list.leases.map((l) => [l.node, l.subnet?.toString(), l.attrs.publicIP?.toString(), l.attrs.vtepMAC])).toEqual([
       ['n1', '10.244.1.0/24', '192.168.88.1', '0a:00:00:00:00:01'],
@@ -201,7 +202,7 @@ describe('KubeManager', () => {
     await synced(m);
     const held = await m.acquireLease(CFG, attrs(), hooks);
     await server.createNode(flannelNode('n2', 2)); // between the list and the watch
-    await until('n2 in the cache', async () => (await m.listLeases()).leases.some((l) => l.node === 'n2'));
+    await waitFor('n2 in the cache', async () => (await m.listLeases()).leases.some((l) => l.node === 'n2'));
     const changes: string[] = [];
     const unwatch = m.watchLeases((why) => changes.push(why), () => {}, held.listed.revision);
     expect(changes).toEqual(['Nodes changed since the list']);
@@ -209,13 +210,15 @@ describe('KubeManager', () => {
     await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'True' }] }, metadata: { labels: { x: 'y' } } });
     await server.createNode({ metadata: { name: 'plain' } });
     await server.patchNode('n2', { metadata: { annotations: { [`${P}/backend-data`]: '{"VNI":1,"VtepMAC":"0a:00:00:00:00:22"}' } } });
-    await until('the MAC change', () => changes.length === 1);
+    await waitFor('the MAC change', () => changes.length === 1);
     await server.createNode(flannelNode('n3', 3));
     await server.patchNode('n3', { metadata: { annotations: { [`${P}/kube-subnet-manager`]: null } } });
     await server.deleteNode('n2');
-    await until('three more', () => changes.length === 4);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(changes).toEqual(['node "n2" changed', 'node "n3" added', 'node "n3" changed', 'node "n2" deleted']);
+    await waitFor('three more', () => changes.length === 4);
+    // a last change as a fence: the watch delivers in order, so anything reported twice would come before it
+    await server.createNode(flannelNode('n4', 4));
+    await waitFor('the fence', () => changes.length >= 5);
+    expect(changes).toEqual(['node "n2" changed', 'node "n3" added', 'node "n3" changed', 'node "n2" deleted', 'node "n4" added']);
     unwatch();
   });
 
@@ -224,14 +227,14 @@ describe('KubeManager', () => {
     const m = open();
     await synced(m);
     const held = await m.acquireLease(CFG, attrs(), hooks);
-    await until('our annotations in the cache', async () => (await m.listLeases()).leases.length === 1);
+    await waitFor('our annotations in the cache', async () => (await m.listLeases()).leases.length === 1);
     expect(await held.check([])).toBe(false);
     await server.clearRequests();
     await server.patchNode('n1', { metadata: { annotations: { [`${P}/kube-subnet-manager`]: null, [`${P}/public-ip`]: '1.2.3.4' } } });
-    await until('the removal in the cache', async () => (await m.listLeases()).leases.length === 0);
+    await waitFor('the removal in the cache', async () => (await m.listLeases()).leases.length === 0);
     expect(await held.check([])).toBe(false);
     expect(await held.check([])).toBe(false); // the patch is on its way: not sent twice
-    await until('our annotations back', async () => (await m.listLeases()).leases.length === 1);
+    await waitFor('our annotations back', async () => (await m.listLeases()).leases.length === 1);
     expect(await held.check([])).toBe(false);
     const patches = (await server.requests()).filter((r) => r.method === 'PATCH');
     expect(patches.map((r) => r.path)).toEqual(['/api/v1/nodes/n1/status']);
@@ -240,7 +243,7 @@ describe('KubeManager', () => {
 
     await server.deleteNode('n1');
     await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.7.0/24' } });
-    await until('the new n1', () => m.ownNode()?.spec?.podCIDR === '10.244.7.0/24');
+    await waitFor('the new n1', () => m.ownNode()?.spec?.podCIDR === '10.244.7.0/24');
     expect(await held.check([])).toBe(false);
     expect(logs).toContain('node "n1" now has pod CIDRs 10.244.7.0/24, this daemon holds 10.244.1.0/24: restart it to follow');
   });
@@ -305,7 +308,7 @@ describe('KubeManager', () => {
     expect(Object.keys((await server.getNode('n1'))!.metadata.annotations).sort()).toEqual(
       ['example.com/net-backend-data', 'example.com/net-backend-type', 'example.com/net-kube-subnet-manager', 'example.com/net-public-ip'],
     );
-    await until('n1 as a lease', async () => (await manager!.listLeases()).leases.length === 2);
+    await waitFor('n1 as a lease', async () => (await manager!.listLeases()).leases.length === 2);
     expect((await manager.listLeases()).leases.map((l) => l.node)).toEqual(['n1', 'n2']);
   });
 });

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { KubeClient } from '../../../../src/flannel/kube/client';
 import { NodeChange, NodeWatch } from '../../../../src/flannel/kube/node-watch';
 import { KubeApiServer, RequestRecord, startKubeApiServer } from '../../../support/kube-apiserver';
-import { until } from '../../../support/expect';
+import { waitFor } from '../../../support/wait';
 
 
 const node = (name: string) => ({ metadata: { name, annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': 'true' } }, spec: { podCIDR: '10.244.1.0/24' } });
@@ -44,7 +44,7 @@ describe('NodeWatch', () => {
     await server.clearRequests();
     watch = new NodeWatch(client, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message), onRelist: (why) => relists.push(why) }, opts);
     await watch.start();
-    await until('the watch to open', async () => (await server.openWatches()) === 1);
+    await waitFor('the watch to open', async () => (await server.openWatches()) === 1);
     return watch;
   };
   const lists = (log: RequestRecord[]) => log.filter((r) => r.path === '/api/v1/nodes' && !r.query.watch && !r.control);
@@ -59,7 +59,7 @@ describe('NodeWatch', () => {
     await server.patchNode('a', { metadata: { annotations: { x: '1' } } });
     await server.createNode(node('c'));
     await server.deleteNode('b');
-    await until('three changes', () => changes.length === 5);
+    await waitFor('three changes', () => changes.length === 5);
     expect(changes.slice(2)).toEqual(['MODIFIED a', 'ADDED c', 'DELETED b']);
     expect(w.nodes().get('a')!.metadata.annotations!.x).toBe('1');
     expect([...w.nodes().keys()].sort()).toEqual(['a', 'c']);
@@ -72,9 +72,9 @@ describe('NodeWatch', () => {
     await server.createNode(node('d'));
     const w = await startWatch();
     await server.patchNode('d', { metadata: { annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': null } } });
-    await until('the annotation loss', () => w.nodes().get('d')?.metadata.annotations?.['flannel.alpha.coreos.com/kube-subnet-manager'] === undefined, 3000);
+    await waitFor('the annotation loss', () => w.nodes().get('d')?.metadata.annotations?.['flannel.alpha.coreos.com/kube-subnet-manager'] === undefined);
     await server.deleteNode('d');
-    await until('the deletion', () => !w.nodes().has('d'), 3000);
+    await waitFor('the deletion', () => !w.nodes().has('d'));
     expect(changes).toEqual(['ADDED d', 'MODIFIED d', 'DELETED d']);
   });
 
@@ -82,13 +82,13 @@ describe('NodeWatch', () => {
     await server.createNode(node('a'));
     const w = await startWatch();
     await server.patchNode('a', { metadata: { labels: { step: '1' } } });
-    await until('the first change', () => changes.length === 2);
+    await waitFor('the first change', () => changes.length === 2);
     const seen = w.resourceVersion;
     expect(await server.dropWatches()).toBe(1);
     // made while the client is between two watches
     await server.patchNode('a', { metadata: { labels: { step: '2' } } });
     await server.createNode(node('b'));
-    await until('both changes', () => changes.length === 4);
+    await waitFor('both changes', () => changes.length === 4);
     expect(changes).toEqual(['ADDED a', 'MODIFIED a', 'MODIFIED a', 'ADDED b']);
     expect(w.nodes().get('a')!.metadata.labels).toEqual({ step: '2' });
     const log = await server.requests();
@@ -101,9 +101,9 @@ describe('NodeWatch', () => {
   it('opens the next watch when the server ends one (its timeoutSeconds), from where it was', async () => {
     await server.createNode(node('a'));
     await startWatch({ watchTimeoutS: () => 1 });
-    await until('a second watch', async () => watches(await server.requests()).length === 2, 4000);
+    await waitFor('a second watch', async () => watches(await server.requests()).length === 2);
     await server.patchNode('a', { metadata: { labels: { after: 'timeout' } } });
-    await until('the change', () => changes.length === 2);
+    await waitFor('the change', () => changes.length === 2);
     const log = await server.requests();
     expect(watches(log).map((r) => r.query.timeoutSeconds)).toEqual(['1', '1']);
     expect(lists(log)).toHaveLength(1);
@@ -119,7 +119,7 @@ describe('NodeWatch', () => {
     await server.dropWatches();
     await server.deleteNode('a');
     await server.createNode(node('c'));
-    await until('the re-list', () => !w.nodes().has('a') && w.nodes().has('c'));
+    await waitFor('the re-list', () => !w.nodes().has('a') && w.nodes().has('c'));
     // the broken stream may already have resumed and seen these before the 410: either way each is reported once
     expect(changes.filter((c) => c === 'DELETED a')).toHaveLength(1);
     expect(changes.filter((c) => c === 'ADDED c')).toHaveLength(1);
@@ -133,8 +133,8 @@ describe('NodeWatch', () => {
     await server.dropWatches();
     // more changes than the server's history holds, before the client is back (it waits 300 ms)
     for (let i = 0; i < 7; i++) await server.patchNode('a', { metadata: { labels: { n: String(i) } } });
-    await until('the re-list', () => relists.length === 1);
-    await until('the last change', () => w.nodes().get('a')?.metadata.labels?.n === '6');
+    await waitFor('the re-list', () => relists.length === 1);
+    await waitFor('the last change', () => w.nodes().get('a')?.metadata.labels?.n === '6');
     expect(relists[0]).toMatch(/too old resource version/);
   });
 
@@ -144,10 +144,10 @@ describe('NodeWatch', () => {
     const rv = await server.bumpResourceVersion(5); // writes to other resources
     expect(w.resourceVersion).not.toBe(rv);
     expect(await server.sendBookmarks()).toBe(1);
-    await until('the bookmark', () => w.resourceVersion === rv);
+    await waitFor('the bookmark', () => w.resourceVersion === rv);
     expect(changes).toEqual(['ADDED a']); // a bookmark is no change
     await server.dropWatches();
-    await until('a watch from the bookmark', async () => watches(await server.requests()).some((r) => r.query.resourceVersion === rv));
+    await waitFor('a watch from the bookmark', async () => watches(await server.requests()).some((r) => r.query.resourceVersion === rv));
   });
 
   it('retries a server that is away with a bounded backoff, reporting each failure, and stops when asked', async () => {
@@ -157,7 +157,7 @@ describe('NodeWatch', () => {
     const failures: string[] = [];
     const w = new NodeWatch(away, { onChange: () => {}, onError: (e) => (times.push(Date.now()), failures.push(e.message)) }, { backoff: { initialMs: 40, maxMs: 160 } });
     const started = w.start();
-    await until('six failures', () => times.length >= 6);
+    await waitFor('six failures', () => times.length >= 6);
     w.stop();
     await started;
     const gaps = times.slice(1).map((t, i) => t - times[i]);
@@ -179,10 +179,10 @@ describe('NodeWatch', () => {
       await server.clearRequests();
       watch = new NodeWatch(quiet, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message) }, { backoff: { initialMs: 10, maxMs: 10 } });
       await watch.start();
-      await until('a second watch', async () => watches(await server.requests()).length >= 2);
+      await waitFor('a second watch', async () => watches(await server.requests()).length >= 2);
       expect(errors[0]).toMatch(/api\/v1\/nodes\?watch=1.*: no event or bookmark for 0.3 s$/);
       await server.patchNode('a', { metadata: { labels: { still: 'seen' } } });
-      await until('the change', () => changes.includes('MODIFIED a'));
+      await waitFor('the change', () => changes.includes('MODIFIED a'));
       expect(lists(await server.requests())).toHaveLength(1);
     } finally {
       watch?.stop();
@@ -193,7 +193,7 @@ describe('NodeWatch', () => {
   it('stop() closes the watch', async () => {
     const w = await startWatch();
     w.stop();
-    await until('no open watch', async () => (await server.openWatches()) === 0);
+    await waitFor('no open watch', async () => (await server.openWatches()) === 0);
     watch = undefined;
   });
 });

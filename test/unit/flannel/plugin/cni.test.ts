@@ -1,11 +1,11 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { handle } from '../../../../src/cni/skel';
 import { flannelPlugin, loadFlannelConf, renderDelegate } from '../../../../src/flannel/plugin/cni';
 import { parseSubnetEnv } from '../../../../src/flannel/subnet-env';
-import { setRunner, Runner } from '../../../../src/iproute/exec';
+import { FakeKernel } from '../../../support/fake-kernel';
 
 // A fake delegate "bridge" in a temp CNI_PATH: logs each call (command, env, stdin)
 // and prints a result for ADD; fails while <dir>/fail-<COMMAND> exists.
@@ -53,9 +53,10 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-let prevRunner: Runner | undefined;
-let vtepUp = true;
-let noVtep = false;
+let kernel: FakeKernel;
+/** The node's VTEPs as the plugin's CHECK and STATUS find them (`ip -json -details addr show`). */
+const vtep = (name: string, addrs: { family: string; local: string; prefixlen: number }[], up = true) =>
+  FakeKernel.link({ name, mtu: 1450, mac: '0a:00:00:00:00:05', up, addrs, vxlan: { id: 1, local: '192.168.88.5', link: 'eth0', port: 8472, learning: false } });
 beforeEach(() => {
   const t = mkdtempSync(join(root, 't-'));
   binDir = join(t, 'bin');
@@ -65,23 +66,11 @@ beforeEach(() => {
   subnetFile = join(t, 'subnet.env');
   dataDir = join(t, 'data');
   writeFileSync(subnetFile, ENV_TEXT);
-  vtepUp = true;
-  noVtep = false;
-  // `ip -json -d addr show` as the node would answer it
-  prevRunner = setRunner(async (argv) => {
-    if (argv.join(' ') !== 'ip -json -details addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
-    const vtep = {
-      ifname: 'flannel.1',
-      flags: vtepUp ? ['BROADCAST', 'UP', 'LOWER_UP'] : ['BROADCAST'],
-      linkinfo: { info_kind: 'vxlan' },
-      addr_info: [{ family: 'inet', local: '10.88.5.0', prefixlen: 32 }],
-    };
-    return { stdout: JSON.stringify([{ ifname: 'lo', addr_info: [] }, ...(noVtep ? [] : [vtep])]), stderr: '', code: 0 };
-  });
+  kernel = new FakeKernel().install();
+  kernel.links().set('lo', FakeKernel.link({ name: 'lo', kind: 'loopback', mtu: 65536, mac: '00:00:00:00:00:00' }));
+  kernel.links().set('flannel.1', vtep('flannel.1', [{ family: 'inet', local: '10.88.5.0', prefixlen: 32 }]));
 });
-afterEach(() => {
-  if (prevRunner) setRunner(prevRunner);
-});
+afterEach(() => kernel.uninstall());
 
 describe('delegate rendering (flannel\'s plugin rules)', () => {
   const env = parseSubnetEnv(ENV_TEXT);
@@ -229,9 +218,19 @@ describe('CNI commands with a fake delegate', () => {
   });
   it('subnet.env appearing during the wait is used', async () => {
     rmSync(subnetFile);
-    setTimeout(() => writeFileSync(subnetFile, ENV_TEXT), 150);
-    const out = await run('ADD', baseConf({ subnetWaitMs: 3000 }));
-    expect(out.exitCode).toBe(0);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'Date'] }); // the wait's clock, moved by the test
+    let out: Awaited<ReturnType<typeof run>>;
+    try {
+      const pending = run('ADD', baseConf({ subnetWaitMs: 3000 }));
+      await vi.advanceTimersByTimeAsync(1000); // looked several times: still missing, still waiting
+      writeFileSync(subnetFile, ENV_TEXT);
+      await vi.advanceTimersByTimeAsync(500); // the next look finds it
+      vi.useRealTimers();
+      out = await pending;
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(out.exitCode, out.stdout).toBe(0);
   });
   it('subnet.env lacking a key: code 11 naming the key', async () => {
     writeFileSync(subnetFile, 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n');
@@ -270,7 +269,7 @@ describe('CNI commands with a fake delegate', () => {
     const prevResult = { cniVersion: '1.0.0', ips: [{ address: '10.88.5.2/24' }] };
     expect((await run('CHECK', baseConf({ prevResult }))).exitCode).toBe(0);
     expect(calls()[1]).toMatchObject({ command: 'CHECK', conf: { prevResult, type: 'bridge' } });
-    vtepUp = false;
+    kernel.links().get('flannel.1')!.up = false;
     const out = await run('CHECK', baseConf({ prevResult }));
     expect(out.exitCode).toBe(1);
     expect(out.json.msg).toMatch(/VTEP flannel.1 is down/);
@@ -311,7 +310,7 @@ describe('CNI commands with a fake delegate', () => {
     const conf = { ...baseConf(), cniVersion: '1.1.0' };
     expect((await run('STATUS', conf)).exitCode).toBe(0);
     expect(calls().at(-1)!.command).toBe('STATUS');
-    vtepUp = false;
+    kernel.links().get('flannel.1')!.up = false;
     const down = await run('STATUS', conf);
     expect([down.json.code, down.json.msg]).toEqual([50, 'overlay not ready: VTEP flannel.1 is down']);
     rmSync(subnetFile);
@@ -321,9 +320,10 @@ describe('CNI commands with a fake delegate', () => {
   });
   it('STATUS on a host-gw node (no flannel VTEP at all: nothing to look at) passes; a flannel VTEP without the address fails', async () => {
     const conf = { ...baseConf(), cniVersion: '1.1.0' };
-    noVtep = true;
+    const flannel1 = kernel.links().get('flannel.1')!;
+    kernel.links().delete('flannel.1');
     expect((await run('STATUS', conf)).exitCode).toBe(0);
-    noVtep = false;
+    kernel.links().set('flannel.1', flannel1);
     writeFileSync(subnetFile, ENV_TEXT.replace('10.88.5.1/24', '10.88.6.1/24'));
     expect((await run('STATUS', conf)).json.msg).toMatch(/^overlay not ready: no VTEP holds 10\.88\.6\.0\/32/);
   });
@@ -335,26 +335,8 @@ describe('CNI commands with a fake delegate', () => {
 
 describe('CHECK and STATUS on a dual-stack or IPv6-only node (flannel-v6.<VNI> holds the IPv6 subnet address /128)', () => {
   const V6 = 'FLANNEL_IPV6_NETWORK=fd88::/56\nFLANNEL_IPV6_SUBNET=fd88:0:0:5::1/64\n';
-  let v6Links: unknown[] = [];
-  beforeEach(() => {
-    v6Links = [];
-    setRunner(async (argv) => {
-      if (argv.join(' ') !== 'ip -json -details addr show') throw new Error(`unexpected command ${argv.join(' ')}`);
-      const vtep = {
-        ifname: 'flannel.1',
-        flags: ['UP'],
-        linkinfo: { info_kind: 'vxlan' },
-        addr_info: [{ family: 'inet', local: '10.88.5.0', prefixlen: 32 }],
-      };
-      return { stdout: JSON.stringify([vtep, ...v6Links]), stderr: '', code: 0 };
-    });
-  });
-  const vtep6 = (flags: string[], local = 'fd88:0:0:5::') => ({
-    ifname: 'flannel-v6.1',
-    flags,
-    linkinfo: { info_kind: 'vxlan' },
-    addr_info: [{ family: 'inet6', local, prefixlen: 128 }, { family: 'inet6', local: 'fe80::1', prefixlen: 64 }],
-  });
+  const v6Vtep = (up: boolean, local = 'fd88:0:0:5::') =>
+    kernel.links().set('flannel-v6.1', vtep('flannel-v6.1', [{ family: 'inet6', local, prefixlen: 128 }, { family: 'inet6', local: 'fe80::1', prefixlen: 64 }], up));
   it('dual stack: both VTEPs are checked', async () => {
     writeFileSync(subnetFile, ENV_TEXT + V6);
     const conf = { ...baseConf(), cniVersion: '1.1.0' };
@@ -362,9 +344,9 @@ describe('CHECK and STATUS on a dual-stack or IPv6-only node (flannel-v6.<VNI> h
     expect([missing.json.code, missing.json.msg]).toEqual([
       50, 'overlay not ready: no VTEP holds fd88:0:0:5::/128 (the network address of FLANNEL_IPV6_SUBNET fd88:0:0:5::1/64)',
     ]);
-    v6Links = [vtep6(['BROADCAST'])];
+    v6Vtep(false);
     expect((await run('STATUS', conf)).json.msg).toBe('overlay not ready: VTEP flannel-v6.1 is down');
-    v6Links = [vtep6(['UP'], 'FD88:0:0:5:0:0:0:0')]; // any spelling of the address
+    v6Vtep(true, 'FD88:0:0:5:0:0:0:0'); // any spelling of the address
     expect((await run('STATUS', conf)).exitCode).toBe(0);
   });
   it('IPv6 only: the IPv6 VTEP alone', async () => {
@@ -372,7 +354,7 @@ describe('CHECK and STATUS on a dual-stack or IPv6-only node (flannel-v6.<VNI> h
     await run('ADD', baseConf());
     const prevResult = { cniVersion: '1.0.0', ips: [{ address: 'fd88:0:0:5::2/64' }] };
     expect((await run('CHECK', baseConf({ prevResult }))).json.msg).toMatch(/no VTEP holds fd88:0:0:5::\/128/);
-    v6Links = [vtep6(['UP'])];
+    v6Vtep(true);
     expect((await run('CHECK', baseConf({ prevResult }))).exitCode).toBe(0);
   });
 });

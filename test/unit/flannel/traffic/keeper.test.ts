@@ -1,7 +1,7 @@
 // The daemon's firewall rules over time (src/flannel/traffic-keeper.ts)
 // against a model of the firewall: both families, what goes at start, a
 // failing resync reported once, removal.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Runner, setRunner } from '../../../../src/iproute/exec';
 import { Prefix } from '../../../../src/net/ip';
 import { TrafficKeeper, TrafficSettings } from '../../../../src/flannel/traffic/keeper';
@@ -26,6 +26,8 @@ describe('TrafficKeeper', () => {
     logs = [];
     broken = false;
     noIptables = false;
+    // The firewall model, behind a runner of its own only to inject the two failures a node can have
+    // (a refused restore, no iptables at all), which FakeFirewall does not model.
     prev = setRunner(async (argv, input) => {
       if (noIptables && argv[0].startsWith('ip')) throw Object.assign(new Error(`spawn ${argv[0]} ENOENT`), { code: 'ENOENT' });
       if (broken && argv[0].includes('restore')) return { stdout: '', stderr: 'iptables-restore: line 2 failed\n', code: 1 };
@@ -35,6 +37,7 @@ describe('TrafficKeeper', () => {
     });
   });
   afterEach(async () => {
+    vi.useRealTimers();
     for (const k of keepers.splice(0)) await k.stop();
     setRunner(prev);
   });
@@ -75,15 +78,16 @@ describe('TrafficKeeper', () => {
   });
 
   it('a resync that fails is reported once, and once when it works again', async () => {
+    vi.useFakeTimers(); // resyncs every 20 ms by a clock the test moves
     await keeper().start('iptables', [dual[0]]);
     broken = true;
     fw.ipt.get('4 nat')!.get('POSTROUTING')!.length = 0;
-    await new Promise((r) => setTimeout(r, 150)); // several resyncs
+    await vi.advanceTimersByTimeAsync(150); // seven resyncs
     expect(logs.filter((l) => l.startsWith('cannot keep'))).toEqual([
       'cannot keep the firewall rules: iptables-restore -w --noflush failed (exit 1): iptables-restore: line 2 failed; retrying every 0.02 s',
     ]);
     broken = false;
-    await new Promise((r) => setTimeout(r, 100));
+    await vi.advanceTimersByTimeAsync(100); // five more
     expect(logs.filter((l) => l.includes('again') || l.includes('put back'))).toEqual([
       'IPv4 masquerade rules (iptables) had been changed or removed: put back',
       'firewall rules are in place again',
@@ -120,9 +124,10 @@ describe('TrafficKeeper', () => {
 
   it('no iptables on the node: forward rules are reported and retried, not fatal; --ip-masq is', async () => {
     noIptables = true;
+    vi.useFakeTimers();
     await keeper({ ipMasq: false }).start('iptables', [dual[0]]);
     expect(logs.filter((l) => l.startsWith('cannot'))).toEqual(['cannot put the forward rules in place: spawn iptables-save ENOENT; retrying every 0.02 s']);
-    await new Promise((r) => setTimeout(r, 100));
+    await vi.advanceTimersByTimeAsync(100); // five resyncs
     expect(logs.filter((l) => l.startsWith('cannot'))).toHaveLength(2); // the resync's own line, once
     await expect(keeper().start('iptables', [dual[0]])).rejects.toThrow('spawn iptables-save ENOENT');
   });

@@ -110,6 +110,8 @@ describe('nftables rule sets', () => {
 describe('the API against recorded commands', () => {
   let restore: Runner | undefined;
   const calls: { argv: readonly string[]; input?: string }[] = [];
+  // A recording runner rather than the fake firewall: these tests are about the exact argv and stdin
+  // the API sends and how it reads each reply, failures included (a missing binary, a refused restore).
   const fake = (reply: (argv: readonly string[]) => { stdout?: string; stderr?: string; code?: number }) => {
     calls.length = 0;
     restore = setRunner(async (argv, input) => {

@@ -1,14 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
 import { IP, Prefix } from '../../../../../src/net/ip';
 import { Actual, PlanError, applyPlan, desiredPeers, planPeers } from '../../../../../src/flannel/backend/vxlan/peers';
-import { Runner, setRunner } from '../../../../../src/iproute/exec';
-import { FileStore } from '../../../../../src/flannel/store/file-store';
-import { acquireLease, pickFree } from '../../../../../src/flannel/store/acquire';
-import { parseNetworkConfig } from '../../../../../src/flannel/netconfig';
-import { Lease, LeaseAttrs, encodeAttrs } from '../../../../../src/flannel/lease';
+import { FakeKernel } from '../../../../support/fake-kernel';
+import { Lease, LeaseAttrs } from '../../../../../src/flannel/lease';
 
 const P = (s: string) => Prefix.parse(s)!;
 const net = P('10.88.0.0/16');
@@ -232,118 +226,23 @@ describe('DirectRouting', () => {
 });
 
 describe('applying a plan', () => {
-  let prev: Runner | undefined;
-  afterEach(() => {
-    if (prev) setRunner(prev);
-  });
+  let kernel: FakeKernel;
+  afterEach(() => kernel.uninstall());
   it('a line the kernel refuses does not keep the other batches from running; the refusal is reported after them', async () => {
-    const batches: { program: string; lines: string[] }[] = [];
-    prev = setRunner(async (argv, input) => {
-      const lines = (input ?? '').trim().split('\n');
-      batches.push({ program: argv[0], lines });
-      // the neighbour of 10.88.2.0 is refused (as the kernel would refuse a bad lladdr)
-      const bad = lines.findIndex((l) => l.startsWith('neigh replace 10.88.2.0 '));
-      return bad < 0 ? { stdout: '', stderr: '', code: 0 } : { stdout: '', stderr: `RTNETLINK answers: Invalid argument\nCommand failed -:${bad + 1}\n`, code: 1 };
-    });
+    kernel = new FakeKernel().install();
+    kernel.links().set('flannel.1', FakeKernel.link({ name: 'flannel.1', mtu: 1450, mac: '0a:00:00:00:00:01', vxlan: { id: 1, local: '192.168.88.1', link: 'eth0', port: 8472, learning: false } }));
+    // the neighbour of 10.88.2.0 is refused (as the kernel would refuse a bad lladdr)
+    kernel.failures.push({ match: 'neigh replace 10.88.2.0 ', msg: 'RTNETLINK answers: Invalid argument' });
     const plan = planPeers(desiredPeers([A, B], self, net).peers, empty, 'flannel.1', net);
     const err = await applyPlan(plan).then(() => undefined, (e: unknown) => e);
-    // all three batches ran: B's neighbour, both FDB entries, both routes
-    expect(batches.map((b) => [b.program, b.lines.length])).toEqual([['ip', 2], ['bridge', 2], ['ip', 2]]);
+    // all three batches ran: B is programmed whole, A all but its neighbour
+    expect(kernel.calls.map((c) => c.argv[0])).toEqual(['ip', 'bridge', 'ip']);
+    expect(kernel.neigh().map((n) => n.dst)).toEqual(['10.88.3.0']);
+    expect(kernel.fdb().map((f) => f.dst).sort()).toEqual(['192.168.88.2', '192.168.88.3']);
+    expect(kernel.routesIn().map((r) => r.dst).sort()).toEqual(['10.88.2.0/24', '10.88.3.0/24']);
     expect(err).toBeInstanceOf(PlanError);
     expect((err as PlanError).message).toBe('ip neigh replace 10.88.2.0 lladdr 0a:00:00:00:00:02 dev flannel.1 nud permanent: RTNETLINK answers: Invalid argument');
     expect([...(err as PlanError).failedChanges].map((i) => plan.changes[i])).toEqual(['neigh 10.88.2.0 → 0a:00:00:00:00:02: added']);
-  });
-});
-
-describe('acquiring a lease (file store)', () => {
-  let dir: string;
-  let store: FileStore;
-  const cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","Backend":{"Type":"vxlan"}}');
-  const attrs = (n: number): LeaseAttrs => ({ publicIP: IP.parse(`192.168.88.${n}`)!, backendType: 'vxlan', vni: 1, vtepMAC: `0a:00:00:00:00:0${n}` });
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'flannel-acq-'));
-    store = new FileStore(dir);
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
-
-  it('takes a free subnet of the pool, and the same one again for the same PublicIP', async () => {
-    const a = await acquireLease(store, cfg, attrs(1), { ttlS: 60 });
-    expect(a.how).toBe('new');
-    const again = await acquireLease(store, cfg, { ...attrs(1), vtepMAC: '0a:00:00:00:00:aa' }, { ttlS: 60 });
-    expect([again.how, again.subnet?.toString()]).toEqual(['reused', a.subnet?.toString()]);
-    const { leases } = await store.list();
-    expect(leases).toHaveLength(1);
-    expect(leases[0].attrs.vtepMAC).toBe('0a:00:00:00:00:aa');
-  });
-  it('prefers the previous subnet.env subnet when free', async () => {
-    const a = await acquireLease(store, cfg, attrs(1), { ttlS: 60, previous: { subnet: P('10.88.3.128/26') } });
-    expect([a.how, a.subnet?.toString()]).toEqual(['previous', '10.88.3.128/26']);
-    const b = await acquireLease(store, cfg, attrs(2), { ttlS: 60, previous: { subnet: P('10.88.3.128/26') } });
-    expect(b.how).toBe('new');
-    expect(b.subnet?.toString()).not.toBe('10.88.3.128/26');
-  });
-  it('nodes starting at once never share a subnet; a full pool is a clear error and writes nothing', async () => {
-    const results = await Promise.all([1, 2, 3, 4].map((n) => acquireLease(new FileStore(dir), cfg, attrs(n), { ttlS: 60 })));
-    expect(new Set(results.map((r) => r.subnet?.toString())).size).toBe(4);
-    await expect(acquireLease(store, cfg, attrs(5), { ttlS: 60 })).rejects.toThrow(/no free subnet: all 4 \/26 subnets from 10.88.3.0 to 10.88.3.192/);
-    expect((await store.list()).leases).toHaveLength(4);
-  });
-  it('the same random pick by racing nodes: the loser retries and gets another subnet', async () => {
-    const alwaysFirst = () => 0;
-    const [a, b] = await Promise.all([
-      acquireLease(new FileStore(dir), cfg, attrs(1), { ttlS: 60, random: alwaysFirst }),
-      acquireLease(new FileStore(dir), cfg, attrs(2), { ttlS: 60, random: alwaysFirst }),
-    ]);
-    expect(a.subnet?.toString()).not.toBe(b.subnet?.toString());
-  });
-  it('expired leases are free again and are removed by expire()', async () => {
-    await store.create({ subnet: P('10.88.3.0/26') }, attrs(1), -1);
-    expect((await store.list()).leases).toHaveLength(0);
-    const a = await acquireLease(store, cfg, attrs(2), { ttlS: 60, previous: { subnet: P('10.88.3.0/26') } });
-    expect(a.subnet?.toString()).toBe('10.88.3.0/26');
-    await store.create({ subnet: P('10.88.3.64/26') }, attrs(3), -1);
-    await store.expire();
-    expect((await store.list()).leases.map((l) => l.subnet?.toString())).toEqual(['10.88.3.0/26']);
-  });
-  it('a reservation of ours (a lease file without "Expiration", written by hand) is adopted and stays one', async () => {
-    const file = join(dir, 'subnets', '10.88.3.64-26');
-    mkdirSync(join(dir, 'subnets'), { recursive: true });
-    writeFileSync(file, '{"PublicIP":"192.168.88.1","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0a:00:00:00:00:01"}}');
-    const a = await acquireLease(store, cfg, attrs(1), { ttlS: 60 });
-    expect([a.how, a.subnet?.toString(), a.permanent]).toEqual(['reused', '10.88.3.64/26', true]);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ PublicIP: '192.168.88.1', BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: '0a:00:00:00:00:01' } });
-    expect((await store.list()).leases[0].permanent).toBe(true);
-  });
-  it('renew is guarded by the value we last saw', async () => {
-    const s = { subnet: P('10.88.3.0/26') };
-    await store.create(s, attrs(1), 60);
-    expect(await store.renew(s, attrs(1), 60, encodeAttrs(attrs(2)))).toBe(false);
-    expect(await store.renew(s, attrs(1), 60, encodeAttrs(attrs(1)))).toBe(true);
-  });
-  it('the watch reports a change within the poll interval', async () => {
-    const seen: string[] = [];
-    const stop = store.watch((why) => seen.push(why), (err) => seen.push(`error ${err.message}`));
-    await store.create({ subnet: P('10.88.3.0/26') }, attrs(1), 60);
-    await new Promise((r) => setTimeout(r, 800));
-    stop();
-    expect(seen.length).toBeGreaterThan(0);
-  });
-  it('a watch started from a list\'s revision reports a change made between that list and the watch', async () => {
-    await store.create({ subnet: P('10.88.3.0/26') }, attrs(1), 60);
-    const { revision } = await store.list();
-    expect(revision).toBeDefined();
-    await store.create({ subnet: P('10.88.3.64/26') }, attrs(2), 60); // after the list, before the watch
-    const seen: string[] = [];
-    const stop = store.watch((why) => seen.push(why), (err) => seen.push(`error ${err.message}`), revision);
-    await new Promise((r) => setTimeout(r, 800));
-    stop();
-    expect(seen).toEqual(['lease directory changed']);
-  });
-  it('pickFree in a huge pool still finds the one free subnet', () => {
-    const big = parseNetworkConfig('{"Network":"10.0.0.0/8","SubnetLen":30,"Backend":{"Type":"vxlan"}}');
-    const leases: Lease[] = [{ subnet: P('10.0.0.0/9'), attrs: attrs(1) }];
-    const s = pickFree(big.v4!, leases)!;
-    expect(P('10.128.0.0/9').contains(s.network)).toBe(true);
   });
 });
 
@@ -428,78 +327,5 @@ describe('IPv6 peers on flannel-v6.<VNI>', () => {
       ['fdb', 'del', '0a:00:00:00:06:02', 'dst', 'fd88:88::2', 'dev', 'flannel-v6.1', 'self'],
     ]);
     expect(plan.ipLast).toEqual([]);
-  });
-});
-
-describe('acquiring dual-stack and IPv6-only leases (file store)', () => {
-  let dir: string;
-  let store: FileStore;
-  const dualCfg = parseNetworkConfig(
-    '{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","EnableIPv6":true,"IPv6Network":"fd88::/60","Backend":{"Type":"vxlan"}}',
-  );
-  const v6Cfg = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fd88::/62","Backend":{"Type":"vxlan"}}');
-  const attrs6 = (n: number, v4 = true): LeaseAttrs => ({
-    ...(v4 ? { publicIP: IP.parse(`192.168.88.${n}`)!, vni: 1, vtepMAC: `0a:00:00:00:04:0${n}` } : {}),
-    publicIPv6: IP.parse(`fd88:88::${n}`)!,
-    backendType: 'vxlan',
-    v6Vni: 1,
-    v6VtepMAC: `0a:00:00:00:06:0${n}`,
-  });
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'flannel-acq6-'));
-    store = new FileStore(dir);
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
-
-  it('a dual-stack lease holds one subnet of each family, in a file named as flannel\'s etcd key', async () => {
-    const a = await acquireLease(store, dualCfg, attrs6(1), { ttlS: 60 });
-    expect(a.how).toBe('new');
-    expect(P('10.88.3.0/24').contains(a.subnet!.network) && a.subnet!.length === 26).toBe(true);
-    expect(P('fd88::/60').contains(a.ipv6Subnet!.network) && a.ipv6Subnet!.length === 64).toBe(true);
-    const file = join(dir, 'subnets', `${a.subnet!.network}-26&${a.ipv6Subnet!.network}-64`);
-    const json = JSON.parse(readFileSync(file, 'utf8'));
-    expect(Object.keys(json)).toEqual(['PublicIP', 'PublicIPv6', 'BackendType', 'BackendData', 'BackendV6Data', 'Expiration']);
-    const again = await acquireLease(store, dualCfg, attrs6(1), { ttlS: 60 });
-    expect([again.how, again.subnet?.toString(), again.ipv6Subnet?.toString()]).toEqual(['reused', a.subnet?.toString(), a.ipv6Subnet?.toString()]);
-  });
-  it('nodes starting at once never share a subnet of either family; the IPv6 pool can be the one that runs out', async () => {
-    // fd88::/60 skips its first /64: 15 IPv6 subnets, 4 IPv4 ones
-    const results = await Promise.all([1, 2, 3, 4].map((n) => acquireLease(new FileStore(dir), dualCfg, attrs6(n), { ttlS: 60, random: () => 0 })));
-    expect(new Set(results.map((r) => r.subnet?.toString())).size).toBe(4);
-    expect(new Set(results.map((r) => r.ipv6Subnet?.toString())).size).toBe(4);
-    const small = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/62","IPv6SubnetMin":"fd88:0:0:3::","Backend":{"Type":"vxlan"}}');
-    const other = new FileStore(join(dir, 'small'));
-    await acquireLease(other, small, attrs6(5), { ttlS: 60 });
-    await expect(acquireLease(other, small, attrs6(6), { ttlS: 60 })).rejects.toThrow(/no free subnet: all 1 \/64 subnets from fd88:0:0:3:: to fd88:0:0:3:: of fd88::\/62/);
-  });
-  it('create fails when another key already holds the IPv6 half (same IPv6 subnet, other IPv4 subnet)', async () => {
-    expect(await store.create({ subnet: P('10.88.3.0/26'), ipv6Subnet: P('fd88:0:0:1::/64') }, attrs6(1), 60)).toBe(true);
-    expect(await store.create({ subnet: P('10.88.3.64/26'), ipv6Subnet: P('fd88:0:0:1::/64') }, attrs6(2), 60)).toBe(false);
-    expect(await store.create({ subnet: P('10.88.3.0/26'), ipv6Subnet: P('fd88:0:0:2::/64') }, attrs6(2), 60)).toBe(false);
-    expect(await store.create({ ipv6Subnet: P('fd88:0:0:1::/64') }, attrs6(2, false), 60)).toBe(false);
-    expect(await store.create({ subnet: P('10.88.3.64/26'), ipv6Subnet: P('fd88:0:0:2::/64') }, attrs6(2), 60)).toBe(true);
-  });
-  it('IPv6 only: keyed by the IPv6 subnet, found again by PublicIPv6, the previous subnet.env subnet preferred', async () => {
-    const a = await acquireLease(store, v6Cfg, attrs6(1, false), { ttlS: 60, previous: { ipv6Subnet: P('fd88:0:0:2::/64') } });
-    expect([a.how, a.subnet, a.ipv6Subnet?.toString()]).toEqual(['previous', undefined, 'fd88:0:0:2::/64']);
-    expect(readdirSync(join(dir, 'subnets'))).toEqual(['fd88:0:0:2::-64']);
-    expect(JSON.parse(readFileSync(join(dir, 'subnets', 'fd88:0:0:2::-64'), 'utf8')).PublicIP).toBe('0.0.0.0');
-    const again = await acquireLease(store, v6Cfg, { ...attrs6(1, false), v6VtepMAC: '0a:00:00:00:06:aa' }, { ttlS: 60 });
-    expect([again.how, again.ipv6Subnet?.toString()]).toEqual(['reused', 'fd88:0:0:2::/64']);
-    // another IPv6-only node (PublicIP "0.0.0.0" too) is not mistaken for us
-    const b = await acquireLease(store, v6Cfg, attrs6(2, false), { ttlS: 60 });
-    expect(b.how).toBe('new');
-    expect(b.ipv6Subnet?.toString()).not.toBe('fd88:0:0:2::/64');
-  });
-  it('an IPv4 overlay gaining IPv6: our IPv4-only lease is replaced by a dual-stack one with the same IPv4 subnet', async () => {
-    const v4Cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","SubnetLen":26,"SubnetMin":"10.88.3.0","SubnetMax":"10.88.3.192","Backend":{"Type":"vxlan"}}');
-    const { publicIP, vni, vtepMAC } = attrs6(1);
-    const a = await acquireLease(store, v4Cfg, { publicIP, vni, vtepMAC, backendType: 'vxlan' }, { ttlS: 60 });
-    const logs: string[] = [];
-    const b = await acquireLease(store, dualCfg, attrs6(1), { ttlS: 60, log: (m) => logs.push(m) });
-    expect(b.subnet?.toString()).toBe(a.subnet?.toString());
-    expect(b.ipv6Subnet).toBeDefined();
-    expect(readdirSync(join(dir, 'subnets'))).toEqual([`${a.subnet!.network}-26&${b.ipv6Subnet!.network}-64`]);
-    expect(logs.join('\n')).toMatch(/does not fit the network config: replacing it/);
   });
 });
