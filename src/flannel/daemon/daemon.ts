@@ -1,17 +1,17 @@
 // `vxlan-flannel daemon`: holds this node's lease, keeps subnet.env in place,
 // and has the backend (vxlan: VTEPs, each peer's neighbour, FDB entry and
-// route; host-gw: a route per peer) program the peers. Changes are programmed as they are seen (the manager's watch); a
-// periodic full reconcile repairs whatever drifted. When the lease source is
-// unreachable the overlay is left as it was and the source is retried with
-// backoff; nothing is removed on the word of a source we cannot read.
+// route; host-gw: a route per peer) program the peers. Changes are
+// programmed as they are seen (the manager's watch); a periodic full
+// reconcile repairs whatever drifted. When the lease source is unreachable
+// the overlay is left as it was and the source is retried with backoff;
+// nothing is removed on the word of a source we cannot read.
 //
 // Where leases come from (chosen in etcd or the file store, assigned by
-// Kubernetes) is the SubnetManager's business (manager.ts): the daemon only
-// calls it. What is made for the peers is the backend's business
-// (backend/backend.ts: chosen by Backend.Type, asked the same questions
-// whichever it is). Beside the overlay it
-// keeps flanneld's firewall rules (traffic-keeper.ts) and answers how it is
-// (health(), ready(): the /healthz and /readyz of run-daemon.ts).
+// Kubernetes) is the SubnetManager's business (manager.ts), and what is made
+// for the peers the Backend's (backend/backend.ts, chosen by Backend.Type):
+// the daemon asks both the same questions whichever they are. Beside the
+// overlay it keeps flanneld's firewall rules (traffic/keeper.ts) and answers
+// how it is (health(), ready(): the /healthz and /readyz of run-daemon.ts).
 import { readIfExists, removeFile } from '../../util/fs';
 import { readSysctl, writeSysctl } from '../../iproute/sysctl';
 import { Lease, describeSubnets, leaseKey } from '../lease';
