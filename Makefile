@@ -7,7 +7,7 @@ VERSION := $(shell node -p 'require("./package.json").version')
 ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB := dist/cni-ts_$(VERSION)_$(ARCH).deb
 
-.PHONY: all build standalone install install-standalone uninstall deb test test-unit test-integration test-prereqs typecheck bench clean
+.PHONY: all build standalone install install-standalone uninstall deb image test test-unit test-integration test-prereqs typecheck bench clean
 
 all: build
 
@@ -43,6 +43,24 @@ uninstall:
 deb: standalone
 	bash packaging/deb.sh $(VERSION) $(ARCH) $(DEB)
 
+# dist/cni-ts-image.tar: the container image kube-flannel.yml's DaemonSet runs
+# (deploy/kube-flannel.yml), as an archive `podman load` and `ctr images
+# import` accept, named $(IMAGE_REF). Built without a container engine: a
+# Debian layer made by mmdebstrap from Debian's mirror (packaging/image/base.sh,
+# kept in .cache/ and rebuilt only when its scripts change), and a layer
+# holding the standalone executable under every plugin name in /opt/cni-ts/bin.
+IMAGE_REF := localhost/cni-ts:$(VERSION)
+IMAGE_BASE_KEY := $(shell cat packaging/image/base.sh packaging/image/trim.sh packaging/image/iptables-wrapper 2>/dev/null | sha256sum | cut -c1-16)
+IMAGE_BASE := .cache/image-base-$(IMAGE_BASE_KEY).tar
+
+image: standalone $(IMAGE_BASE)
+	node packaging/image/archive.mjs dist/cni-ts-image.tar $(IMAGE_BASE) dist/bin/vxlan-flannel $(IMAGE_REF)
+
+$(IMAGE_BASE):
+	mkdir -p .cache
+	bash packaging/image/base.sh $@.tmp
+	mv $@.tmp $@
+
 typecheck: node_modules
 	npx tsc --noEmit -p .
 
@@ -53,17 +71,19 @@ test-prereqs:
 
 # The whole suite: type check, unit tests, then the integration tests, which
 # need root (network namespaces, the Go reference plugins from Debian) and
-# drive both the scripts and the standalone executables.
-test: test-prereqs standalone typecheck
+# drive both the scripts and the standalone executables (and the image, run
+# with podman as a kubelet would run deploy/kube-flannel.yml).
+test: test-prereqs standalone image typecheck
 	npx vitest run --project unit
 	npx vitest run --project integration
 
 test-unit: node_modules
 	npx vitest run --project unit
 
-test-integration: test-prereqs standalone
+test-integration: test-prereqs standalone image
 	npx vitest run --project integration
 
+# GO_FLANNEL=/path/to/flannel adds flannel's own Go plugin (the full Go chain) to the pod chain bench.
 bench: standalone
 	node test/bench/run.mjs
 

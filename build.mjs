@@ -22,6 +22,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { brotliCompressSync, constants as zlib } from 'node:zlib';
+import { buildId, scriptStamp, stampStandalone } from './build-stamp.mjs';
 
 const BUNDLES = ['host-local', 'bridge', 'vxlan-flannel'];
 /** Executable name -> bundle: `flannel` is vxlan-flannel under the name of flannel's own CNI plugin. */
@@ -88,12 +89,13 @@ function writeExecutable(file, text) {
 }
 
 const payloads = Object.fromEntries(await Promise.all(BUNDLES.map(async (b) => [b, await pluginBundle(b)])));
+const id = buildId(version, payloads);
 
 // bin/<plugin>: `#!/usr/bin/env node` and a loader with the bundle inside.
 mkdirSync('bin', { recursive: true });
 for (const [exe, b] of Object.entries(EXECUTABLES)) {
   const define = { __PAYLOAD__: JSON.stringify(payloads[b]), __PAYLOAD_ID__: JSON.stringify(`${b}-${hash(payloads[b])}`) };
-  writeExecutable(`bin/${exe}`, '#!/usr/bin/env node\n' + (await bundle('src/boot/script.ts', define)));
+  writeExecutable(`bin/${exe}`, '#!/usr/bin/env node\n' + scriptStamp(id, b) + (await bundle('src/boot/script.ts', define)));
 }
 
 if (standalone) await buildStandalone();
@@ -132,6 +134,7 @@ async function buildStandalone() {
     chmodSync(exe, 0o755);
     // postject's ELF writer (LIEF) prints harmless warnings about note sections: shown only on failure.
     quiet(process.execPath, ['node_modules/postject/dist/cli.js', exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
+    stampStandalone(exe, id);
     for (const name of others) linkSync(exe, join('dist/bin', name));
   } finally {
     rmSync(work, { recursive: true, force: true });

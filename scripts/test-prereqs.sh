@@ -10,13 +10,14 @@
 # (the package's units), GNU time (the benchmarks' memory figures), containerd
 # + runc + a static busybox (a real runtime over CRI), openssl (the stand-in
 # API server's test CA), dpkg-dev (the package), kubectl (proves the stand-in
-# API server).
+# API server), mmdebstrap + binutils (readelf) to build the image (`make
+# image`) and podman to run it as a kubelet would.
 set -euo pipefail
 
 PACKAGES=(
   containernetworking-plugins iproute2 util-linux procps iptables nftables iputils-ping
   etcd-server etcd-client golang-go golang-github-appc-cni-dev systemd time
-  containerd runc busybox-static openssl dpkg-dev
+  containerd runc busybox-static openssl dpkg-dev mmdebstrap binutils podman
 )
 
 missing=()

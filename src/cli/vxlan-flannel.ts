@@ -286,5 +286,29 @@ export async function main(argv: string[]): Promise<void> {
     if (report.problems.length) process.exitCode = 1;
   });
 
+  // kube-flannel.yml's init containers (deploy/kube-flannel.yml)
+  program
+    .command('install-plugin')
+    .description('copy this executable into a CNI bin directory (the host\'s /opt/cni/bin) as each NAME (default: flannel), atomically; a name already holding the same bytes is left alone')
+    .argument('<dest-dir>', 'the CNI bin directory')
+    .argument('[names...]', 'flannel, bridge, host-local, vxlan-flannel')
+    .option('--from <file>', 'the executable to copy (default: this one, when it is the standalone executable)')
+    .action(async (destDir: string, names: string[], o: { from?: string }) => {
+      const { installPlugin } = await import('../flannel/commands/install');
+      const self = process.execPath;
+      const from = o.from ?? (/^(flannel|bridge|host-local|vxlan-flannel)$/.test(self.split('/').pop() ?? '') ? self : undefined);
+      if (!from) throw new Error(`this is not the standalone executable (${self}): give --from <file>`);
+      for (const line of installPlugin(from, destDir, names.length ? names : ['flannel'])) process.stdout.write(`${line}\n`);
+    });
+  program
+    .command('install-conf')
+    .description('flannel\'s install-conf: copy a CNI config (the ConfigMap\'s cni-conf.json) to its place (/etc/cni/net.d/10-flannel.conflist) atomically, once it is checked to be one')
+    .argument('<src>', 'the config to install')
+    .argument('<dest>', 'where the runtime reads it')
+    .action(async (src: string, dest: string) => {
+      const { installConf } = await import('../flannel/commands/install');
+      process.stdout.write(`${installConf(src, dest)}\n`);
+    });
+
   await runProgram(program, argv);
 }

@@ -6,6 +6,7 @@ import { CniError, ErrorCode } from './errors';
 import type { Command, Invocation } from './env';
 import { Result, parseResult } from './result';
 import type { Json } from './config';
+import { ownPlugin, runInProcess } from './in-process';
 
 const PLUGIN_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.+-]*$/;
 
@@ -92,6 +93,17 @@ export interface DelegateOptions {
   conf: Json;
   env?: NodeJS.ProcessEnv;
   path: readonly string[];
+  /** The plugin's file when the caller already found it (findPlugin). */
+  file?: string;
+}
+
+/**
+ * Runs the plugin `file` with `env` and `stdin`: in this process when it is
+ * our own build (in-process.ts), exec'd otherwise; the output is the same.
+ */
+export function runPlugin(file: string, env: NodeJS.ProcessEnv, stdin: string): Promise<ExecResult> {
+  const own = ownPlugin(file);
+  return own ? runInProcess(own, env, stdin) : execPlugin(file, env, stdin);
 }
 
 /**
@@ -99,9 +111,9 @@ export interface DelegateOptions {
  * (code and message kept, the plugin named), so the runtime sees the real cause.
  */
 export async function delegate(opts: DelegateOptions): Promise<Result | undefined> {
-  const file = findPlugin(opts.type, opts.path, opts.field);
+  const file = opts.file ?? findPlugin(opts.type, opts.path, opts.field);
   const env = { ...(opts.env ?? process.env), CNI_COMMAND: opts.command };
-  return readPluginOutput(opts.type, opts.command, await execPlugin(file, env, JSON.stringify(opts.conf)));
+  return readPluginOutput(opts.type, opts.command, await runPlugin(file, env, JSON.stringify(opts.conf)));
 }
 
 /**

@@ -78,13 +78,15 @@ export interface HeldLease extends LeaseSubnets {
    */
   check(leases: readonly Lease[]): Promise<boolean>;
   /**
-   * The overlay is up on this node: its VTEPs are up and subnet.env is
-   * written. Called after every reconcile that got that far; a rejection is
-   * logged and the call comes again after the next one. Chosen leases:
-   * nothing. Kube: our Node's NetworkUnavailable condition set to False once
-   * (flanneld's CompleteLease), unless --set-node-network-unavailable=false.
+   * What the last reconcile found: undefined when the overlay is in place on
+   * this node (its VTEPs up, every peer programmed), else a short reason.
+   * Called after every reconcile; a rejection is logged and the call comes
+   * again after the next one. Chosen leases: nothing. Kube: our Node's
+   * NetworkUnavailable condition follows it, patched when it changes: False
+   * (FlannelIsUp, flanneld's CompleteLease) while in place, True with the
+   * reason while not; unless --set-node-network-unavailable=false.
    */
-  overlayUp(): Promise<void>;
+  overlayState(problem: string | undefined): Promise<void>;
   /** Stops keeping the lease (renewal timer); it stays where it is for the next start. Kube: nothing. */
   stop(): void;
   /**

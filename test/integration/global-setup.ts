@@ -45,6 +45,7 @@ const REQUIRED_COMMANDS: [string, string][] = [
   ['runc', 'apt-get install runc'],
   ['tar', 'apt-get install tar'],
   ['openssl', 'apt-get install openssl'], // the stand-in API server's test CA
+  ['podman', 'apt-get install podman'], // runs deploy/kube-flannel.yml's containers
   ['kubectl', 'apt-get install kubernetes-client (unless another kubectl is installed)'],
 ];
 

@@ -36,6 +36,22 @@ export interface LeasedFamily {
   subnet: Prefix;
 }
 
+/**
+ * What a reconcile pass found on one device the peers are programmed on
+ * (vxlan: a VTEP; host-gw: the underlay, named here for the peers it
+ * routes): the daemon's health, readiness and Node condition answer from it.
+ */
+export interface SideState {
+  vtep: string;
+  up: boolean;
+  /** The peers the leases ask for on it. */
+  wanted: number;
+  /** Peer subnets whose entries the kernel refused (or that could not be read). */
+  failed: string[];
+  /** Stale entries the kernel would not remove (they may steer traffic to a node that left). */
+  staleLeft: number;
+}
+
 /** What the daemon lends a backend: its log and its reporter of conditions met on every pass. */
 export interface BackendContext {
   log: Log;
@@ -62,12 +78,8 @@ export interface Backend {
   undo(): Promise<void>;
   /** Removes what an earlier network config (another backend, another VNI) left behind. */
   removeStale(): Promise<void>;
-  /** One pass: devices in place, peers programmed from `leases`. Resolves whether pods can be attached. */
-  reconcile(leases: readonly Lease[], why: string): Promise<boolean>;
-  /** How many peers `leases` give this backend (the start-up log line). */
-  peerCount(leases: readonly Lease[]): number;
-  /** Why this node cannot carry pod traffic (looked at now), or undefined. */
-  health(): Promise<string | undefined>;
+  /** One pass: devices in place, peers programmed from `leases`. Resolves with what it found, one entry per device. */
+  reconcile(leases: readonly Lease[], why: string): Promise<SideState[]>;
   /** The node leaves (--release-on-exit): its devices and peer routes go. */
   remove(): Promise<void>;
 }

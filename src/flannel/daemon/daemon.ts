@@ -11,7 +11,8 @@
 // for the peers the Backend's (backend/backend.ts, chosen by Backend.Type):
 // the daemon asks both the same questions whichever they are. Beside the
 // overlay it keeps flanneld's firewall rules (traffic/keeper.ts) and answers
-// how it is (health(), ready(): the /healthz and /readyz of run-daemon.ts).
+// how it is (live(), ready(): the /healthz and /readyz of run-daemon.ts) from
+// what the last reconcile pass found (overlay-state.ts), never by running a command.
 import { readIfExists, removeFile } from '../../util/fs';
 import { readSysctl, writeSysctl } from '../../iproute/sysctl';
 import { Lease, describeSubnets, leaseKey } from '../lease';
@@ -25,6 +26,7 @@ import { formatSubnetEnv, writeSubnetEnv } from '../subnet-env';
 import { TrafficKeeper, TrafficSettings } from '../traffic/keeper';
 import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureBlackhole, removeBlackhole } from './blackhole';
+import { SideState, describePeers, overlayProblem } from './overlay-state';
 
 /** The underlay flags (--iface, --iface-regex, --iface-can-reach, --public-ip, --public-ipv6) and the rest. */
 export interface DaemonOptions extends UnderlayOptions {
@@ -58,6 +60,10 @@ export class Daemon {
   private stopped = false;
   /** start() has finished: rules in place, subnet.env written (/readyz). */
   private running = false;
+  /** What the last reconcile pass found on each VTEP (empty before the first). */
+  private overlay: SideState[] = [];
+  /** When the last reconcile pass finished (ms since the epoch): a loop that stops passing is reported. */
+  private lastPassAt = 0;
   private readonly traffic: TrafficKeeper;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
@@ -173,18 +179,15 @@ export class Daemon {
     await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.loop.startPeriodic();
     this.running = !this.stopped;
-    this.log(`running: ${this.peerCount()} peers programmed; reconciling every ${o.reconcileMs / 1000} s`);
+    const problem = overlayProblem(this.overlay);
+    this.log(`running: ${describePeers(this.overlay)}; reconciling every ${o.reconcileMs / 1000} s${problem ? `; not ready: ${problem}, retrying on each reconcile` : ''}`);
   }
 
-  /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's backends need). */
+  /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */
   private async ipv6Forwarding(atStart: boolean): Promise<void> {
     if (readSysctl(FORWARDING6) === '1') return;
     writeSysctl(FORWARDING6, '1');
     this.log(`IPv6 forwarding was off: set net.ipv6.conf.all.forwarding=1${atStart ? '' : ' again'}`);
-  }
-
-  private peerCount(): number {
-    return this.backend?.peerCount(this.leases) ?? 0;
   }
 
   private writeSubnetEnv(): void {
@@ -206,21 +209,23 @@ export class Daemon {
     if (this.families.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
-  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, the backend's devices and peers, blackhole routes, subnet.env. */
+  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each side's VTEP and peers, subnet.env. */
   private async reconcile(why: string): Promise<void> {
     try {
       // our lease written again (deleted by hand, expired while the store was away): list once more to see it
       if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
-      const up = (await this.backend?.reconcile(this.leases, why)) ?? false;
+      const overlay = (await this.backend?.reconcile(this.leases, why)) ?? [];
       if (this.opts.ipBlackholeRoute) for (const f of this.families) await this.blackhole(f, why);
-      // the backend's devices are up: pods can be attached even if a peer failed to program
-      if (up) {
-        this.writeSubnetEnv();
-        await this.lease?.overlayUp().then(
-          () => this.problems.clear('up'),
-          (err) => this.problems.report('up', `cannot tell ${this.manager.description} that the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
-        );
-      }
+      this.overlay = overlay;
+      this.lastPassAt = Date.now();
+      // The VTEPs are up: subnet.env holds only this node's own facts (its subnet, the MTU), true
+      // whatever the peers; whether the overlay reaches them is readiness's and the Node condition's.
+      if (overlay.every((s) => s.up)) this.writeSubnetEnv();
+      const problem = overlayProblem(overlay);
+      await this.lease?.overlayState(problem).then(
+        () => this.problems.clear('up'),
+        (err) => this.problems.report('up', `cannot tell ${this.manager.description} whether the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
+      );
       this.problems.clear('reconcile');
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
@@ -260,22 +265,35 @@ export class Daemon {
   }
 
   /**
-   * Why this node is not healthy (/healthz), or undefined when it holds its
-   * lease (ours is in the last list the source gave) and the backend can
-   * carry traffic (vxlan: every VTEP up with its address; host-gw: the
-   * underlay up; looked at now: one `ip` call).
+   * Why this node's overlay is not in place (a short reason), or undefined
+   * when start-up has finished, it holds its lease (ours is in the last list
+   * the source gave), the reconcile loop is passing, and the last pass found
+   * every VTEP up and every peer programmed. `starting` says whether the
+   * reason is that start-up has not finished. Answered from memory: a probe
+   * costs no command and no request to the source.
    */
-  async health(): Promise<string | undefined> {
-    if (this.stopped) return 'stopping';
+  private problem(): { reason: string; starting: boolean } | undefined {
+    if (this.stopped) return { reason: 'stopping', starting: false };
     const lease = this.lease;
-    if (!lease || !this.families.length || !this.backend) return 'starting: no lease yet';
-    if (!this.leases.some((l) => leaseKey(l) === leaseKey(lease))) return `lease ${describeSubnets(lease)} is not in ${this.manager.description} (being written again)`;
-    return this.backend.health();
+    if (!lease || !this.families.length) return { reason: 'starting: no lease yet', starting: true };
+    if (!this.lastPassAt) return { reason: 'starting: overlay not programmed yet', starting: true };
+    if (!this.leases.some((l) => leaseKey(l) === leaseKey(lease))) return { reason: 'lease not in the lease store (being written again)', starting: false };
+    // one pass per interval: three missed is a loop that stopped (a pass stuck on a command)
+    if (Date.now() - this.lastPassAt > 3 * this.opts.reconcileMs + 30_000) return { reason: 'reconcile loop stalled', starting: false };
+    const overlay = overlayProblem(this.overlay);
+    if (overlay) return { reason: overlay, starting: false };
+    return this.running ? undefined : { reason: 'starting', starting: true };
   }
 
-  /** Start-up has finished (rules in place, subnet.env written) and the daemon is not stopping: flanneld's /readyz. */
-  ready(): boolean {
-    return this.running && !this.stopped;
+  /** /healthz (liveness): why the daemon is not doing its job; start-up is not a failure. */
+  live(): string | undefined {
+    const p = this.problem();
+    return p && !p.starting ? p.reason : undefined;
+  }
+
+  /** /readyz (readiness): why this node's overlay is not in place, start-up included. */
+  ready(): string | undefined {
+    return this.problem()?.reason;
   }
 
   /**

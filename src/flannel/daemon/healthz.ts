@@ -1,18 +1,23 @@
 // The daemon's health endpoints on --healthz-ip:--healthz-port, the paths
-// kube-flannel's manifest probes:
-//   GET /healthz  200 while this node holds its lease and its VTEPs are up;
-//                 503 otherwise, with one line saying why
-//   GET /readyz   200 once start-up has finished (firewall rules in place,
-//                 subnet.env written), as flanneld's; 503 before and while stopping
-// Anything else is 404. Plain node:http, nothing is read from the request
-// but its method and path.
+// kube-flannel's manifest probes (liveness /healthz, readiness /readyz):
+//   GET /healthz  200 "ok" unless the daemon is stopping, its reconcile loop
+//                 has stalled, or the overlay it set up is not in place
+//                 (a VTEP down, peers not programmed); then 503
+//                 "not ready: <short reason>". Start-up is not a failure here.
+//   GET /readyz   the same, and 503 too until start-up has finished
+// Anything else is 404. Each answer is read from what the daemon already
+// knows (no command runs, nothing is asked of the lease store), so a probe
+// costs a memory read and needs no rate limit. The reasons are short and
+// carry no internal text (store addresses, kernel messages): the listener
+// is unauthenticated and, as flanneld's, on 0.0.0.0 by default.
 import { createServer } from 'node:http';
 
-/** What the endpoints ask (the Daemon). */
+/** What the endpoints ask (the Daemon): a short reason when not well, undefined when well. */
 export interface HealthSource {
-  /** Why the node is not healthy, or undefined when it is. */
-  health(): Promise<string | undefined>;
-  ready(): boolean;
+  /** Liveness: why the running daemon is not doing its job. */
+  live(): string | undefined;
+  /** Readiness: why this node's overlay is not in place (start-up included). */
+  ready(): string | undefined;
 }
 
 export interface HealthServer {
@@ -21,8 +26,16 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
+/** One line of at most 200 printable ASCII characters. */
+const shortReason = (reason: string) => reason.replace(/[^\x20-\x7e]+/g, ' ').slice(0, 200);
+
 /** Listens on `at` and answers from `source`; resolves once listening. */
 export async function serveHealth(at: { ip: string; port: number }, source: HealthSource): Promise<HealthServer> {
+  // path -> the question it asks; another endpoint of the same listener is one more entry
+  const routes: Record<string, () => string | undefined> = {
+    '/healthz': () => source.live(),
+    '/readyz': () => source.ready(),
+  };
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     const reply = (code: number, text: string) => {
@@ -30,13 +43,20 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
       res.end(req.method === 'HEAD' ? undefined : `${text}\n`);
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'method not allowed');
-    if (path === '/readyz') return source.ready() ? reply(200, 'vxlan-flannel is ready') : reply(503, 'vxlan-flannel is not ready yet');
-    if (path !== '/healthz') return reply(404, 'not found: /healthz, /readyz');
-    source.health().then(
-      (problem) => (problem === undefined ? reply(200, 'ok: lease held, VTEPs up') : reply(503, problem.replace(/[\r\n]+/g, ' '))),
-      (err) => reply(503, `cannot tell: ${(err as Error).message}`),
-    );
+    const ask = Object.hasOwn(routes, path) ? routes[path] : undefined;
+    if (!ask) return reply(404, 'not found');
+    let problem: string | undefined;
+    try {
+      problem = ask();
+    } catch {
+      problem = 'cannot tell';
+    }
+    return problem === undefined ? reply(200, 'ok') : reply(503, `not ready: ${shortReason(problem)}`);
   });
+  // unauthenticated: a slow or greedy client cannot hold the listener
+  server.maxConnections = 32;
+  server.headersTimeout = 5000;
+  server.requestTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(at.port, at.ip, () => {

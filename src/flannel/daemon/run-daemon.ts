@@ -62,7 +62,9 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   if (o.healthz) {
     try {
       closeHealth = (await serveHealth(o.healthz, daemon)).close;
-      log(`serving /healthz and /readyz on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}`);
+      const everywhere = o.healthz.ip === '0.0.0.0' || o.healthz.ip === '::';
+      // flanneld's default address too; said here because the endpoints answer anyone who can reach them
+      log(`serving /healthz and /readyz on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}${everywhere ? ' (every address of this node, without authentication: --healthz-ip narrows it)' : ''}`);
     } catch (err) {
       log(`fatal: cannot serve /healthz on ${o.healthz.ip} port ${o.healthz.port}: ${(err as Error).message}`);
       await manager.close().catch(() => {});

@@ -16,7 +16,7 @@ import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, nodeLeaseList, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
 import { KubeConfigOptions, KubeConnection, loadKubeConnection } from './config';
-import { networkUpPatch } from './network-condition';
+import { networkDownPatch, networkUpPatch } from './network-condition';
 import type { KubeNode } from './node';
 import { NodeChange, NodeWatch, NodeWatchOptions } from './node-watch';
 
@@ -308,7 +308,8 @@ class KubeLease implements HeldLease {
   private readonly log: Log;
   /** The resourceVersion of our Node our last patch was made from: the check waits for a newer one. */
   private patchedFrom?: string;
-  private markedUp = false;
+  /** The NetworkUnavailable condition last patched: undefined before the first patch (whatever the Node had stays until then). */
+  private marked?: 'up' | 'down';
 
   constructor(
     private readonly manager: KubeManager,
@@ -366,11 +367,13 @@ class KubeLease implements HeldLease {
     return false;
   }
 
-  async overlayUp(): Promise<void> {
-    if (this.markedUp || !this.manager.opts.setNodeNetworkUnavailable) return;
-    await this.manager.client.patchNode(this.nodeName, networkUpPatch(new Date()), { status: true });
-    this.markedUp = true;
-    this.log(`node ${JSON.stringify(this.nodeName)}: condition NetworkUnavailable set to False (FlannelIsUp)`);
+  async overlayState(problem: string | undefined): Promise<void> {
+    const want = problem === undefined ? 'up' : 'down';
+    if (this.marked === want || !this.manager.opts.setNodeNetworkUnavailable) return;
+    const now = new Date();
+    await this.manager.client.patchNode(this.nodeName, problem === undefined ? networkUpPatch(now) : networkDownPatch(now, problem), { status: true });
+    this.marked = want;
+    this.log(`node ${JSON.stringify(this.nodeName)}: condition NetworkUnavailable set to ${problem === undefined ? 'False (FlannelIsUp)' : `True (FlannelIsNotReady: ${problem})`}`);
   }
 
   stop(): void {}

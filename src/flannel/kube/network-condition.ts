@@ -1,7 +1,25 @@
 // The Node condition flanneld sets once its network is up (CompleteLease,
 // unless --set-node-network-unavailable=false): NetworkUnavailable False.
 // kubelet and cloud controllers may set it True until a network plugin
-// clears it; the scheduler keeps pods off a node while it is True.
+// clears it; the scheduler keeps pods off a node while it is True. We also
+// set it True when the overlay is not in place (a VTEP down, peers the
+// kernel refused): flanneld never does, and keeps pods coming to a node
+// whose pods reach no other node.
+
+/** metav1.Time: RFC 3339 in seconds. */
+const kubeTime = (now: Date) => now.toISOString().replace(/\.\d+Z$/, 'Z');
+
+/** The status patch that marks the Node's network as down at `now`, saying why (a short reason). */
+export function networkDownPatch(now: Date, reason: string): { status: { conditions: object[] } } {
+  const time = kubeTime(now);
+  return {
+    status: {
+      conditions: [
+        { type: 'NetworkUnavailable', status: 'True', lastHeartbeatTime: time, lastTransitionTime: time, reason: 'FlannelIsNotReady', message: `Flannel's overlay is not in place on this node: ${reason}` },
+      ],
+    },
+  };
+}
 
 /**
  * The status patch (strategic merge: conditions merge by type, the others
@@ -9,7 +27,7 @@
  * status subresource.
  */
 export function networkUpPatch(now: Date): { status: { conditions: object[] } } {
-  const time = now.toISOString().replace(/\.\d+Z$/, 'Z'); // metav1.Time: RFC 3339 in seconds
+  const time = kubeTime(now);
   return {
     status: {
       conditions: [

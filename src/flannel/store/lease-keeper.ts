@@ -148,7 +148,7 @@ export class LeaseKeeper implements HeldLease {
   }
 
   /** Nothing to tell a store. */
-  async overlayUp(): Promise<void> {}
+  async overlayState(): Promise<void> {}
 
   stop(): void {
     this.stopped = true;

@@ -6,10 +6,9 @@
 // pkg/backend/hostgw: the lease says BackendType "host-gw" and no
 // BackendData; the pods' MTU is the interface's own (no encapsulation); a
 // public address that is not the interface's own (NAT) is refused.
-import { getLink, isUp } from '../../../iproute/link';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import { familiesOf, leasedSubnet, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily } from '../backend';
+import { familiesOf, leasedSubnet, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RoutePlanError, applyRoutes, desiredRoutes, planRoutes, readRoutes } from './routes';
 
@@ -67,44 +66,45 @@ export class HostGwNetwork implements Backend {
     return removeOtherVteps(new Set(), 'a VTEP of the vxlan backend this node ran before', this.log);
   }
 
-  async reconcile(leases: readonly Lease[], why: string): Promise<boolean> {
-    for (const f of this.families) await this.reconcileFamily(f, leases, why);
-    return true; // no device of ours to wait for: pods can be attached
+  async reconcile(leases: readonly Lease[], why: string): Promise<SideState[]> {
+    const states: SideState[] = [];
+    for (const f of this.families) states.push(await this.reconcileFamily(f, leases, why));
+    return states;
   }
 
-  private async reconcileFamily(f: LeasedFamily, leases: readonly Lease[], why: string): Promise<void> {
+  /** One family's peer routes. No device of ours to be down: `up` always (named after the underlay they go through). */
+  private async reconcileFamily(f: LeasedFamily, leases: readonly Lease[], why: string): Promise<SideState> {
     const key = `routes${f.family}`;
+    const { peers, skipped } = desiredRoutes(leases, f, f.pool.network);
+    const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: peers.length, failed: [], staleLeft: 0 };
+    // one line per lease until its reason changes; a lease of another backend is one line for both families
+    for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
     try {
-      const { peers, skipped } = desiredRoutes(leases, f, f.pool.network);
-      // one line per lease until its reason changes; a lease of another backend is one line for both families
-      for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       const plan = planRoutes(peers, await readRoutes(f.pool.network), this.dev, f.pool.network);
       try {
         await applyRoutes(plan);
         for (const c of plan.changes) this.log(`${c} (${why})`);
       } catch (err) {
-        if (err instanceof RoutePlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+        if (err instanceof RoutePlanError) {
+          plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+          const failed = new Set<string>();
+          for (const i of err.failedChanges) {
+            const subject = plan.subjects[i];
+            if (subject === undefined) state.staleLeft++;
+            else failed.add(subject);
+          }
+          state.failed = [...failed];
+        }
         throw err;
       }
       this.problems.clear(key, `IPv${f.family}: every peer is routed again`);
     } catch (err) {
-      this.problems.report(key, `reconcile failed: IPv${f.family} peer routes: ${(err as Error).message}; retrying on each reconcile`);
+      // not read, or not applied at all: none of them is known to be in place
+      if (!(err instanceof RoutePlanError)) state.failed = peers.map((p) => p.subnet.toString());
+      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not routed: ${state.failed.join(', ')})` : '';
+      this.problems.report(key, `reconcile failed: IPv${f.family} peer routes: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }
-  }
-
-  peerCount(leases: readonly Lease[]): number {
-    return this.families.reduce((n, f) => n + desiredRoutes(leases, f, f.pool.network).peers.length, 0);
-  }
-
-  /** The underlay the routes go through is there and up. */
-  async health(): Promise<string | undefined> {
-    try {
-      const link = await getLink(this.dev);
-      if (!link) return `underlay interface ${this.dev} is gone`;
-      return isUp(link) ? undefined : `underlay interface ${this.dev} is down`;
-    } catch (err) {
-      return `cannot look at ${this.dev}: ${(err as Error).message}`;
-    }
+    return state;
   }
 
   /** The node leaves: its peer routes go (they would lead nowhere once its pods are gone). */

@@ -72,6 +72,8 @@ export interface RoutePlan {
   lines: Line[];
   /** One line per change, for the log. */
   changes: string[];
+  /** Per change, the peer subnet it routes; undefined for the removal of a route no lease asks for. */
+  subjects: (string | undefined)[];
   /** Per batch line, the index in `changes` of the change it belongs to. */
   owners: number[];
 }
@@ -95,7 +97,7 @@ export const isPeerRoute = (r: IpRoute, peer: RoutePeer, dev: string) => norm(r.
  * (the bridge's, a blackhole, a VTEP's kernel routes) are never touched.
  */
 export function planRoutes(peers: readonly RoutePeer[], actual: readonly IpRoute[], dev: string, network: Prefix): RoutePlan {
-  const plan: RoutePlan = { lines: [], changes: [], owners: [] };
+  const plan: RoutePlan = { lines: [], changes: [], subjects: [], owners: [] };
   const add = (line: Line) => {
     plan.lines.push(line);
     plan.owners.push(plan.changes.length);
@@ -114,12 +116,14 @@ export function planRoutes(peers: readonly RoutePeer[], actual: readonly IpRoute
     }
     add(routeDel({ dst: r.dst, gw: r.gateway, ...(r.dev ? { dev: r.dev } : {}), ...(r.metric !== undefined ? { metric: r.metric } : {}) }));
     plan.changes.push(`route ${dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.gateway} dev ${dev}` : 'no lease'})`);
+    plan.subjects.push(p?.subnet.toString());
   }
   for (const p of peers) {
     const dst = p.subnet.toString();
     if (kept.has(dst)) continue;
     add(routeReplace({ dst, gw: p.gateway, dev }));
     plan.changes.push(`route ${dst} via ${p.gateway} dev ${dev}: added`);
+    plan.subjects.push(dst);
   }
   return plan;
 }

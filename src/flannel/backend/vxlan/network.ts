@@ -8,11 +8,10 @@ import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import { subnetEnvOf, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily } from '../backend';
+import type { Backend, BackendContext, ExternalInterface, LeasedFamily, SideState } from '../backend';
 import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
-import { probeVtep } from './vtep-probe';
 
 /**
  * A VTEP the kernel would not make: the network config fields that ask for
@@ -104,15 +103,16 @@ export class VxlanNetwork implements Backend {
     return removeOtherVteps(new Set(this.sides.map((s) => s.spec.name)), 'a VTEP of an earlier network config', this.log);
   }
 
-  async reconcile(leases: readonly Lease[], why: string): Promise<boolean> {
-    let up = true;
-    for (const s of this.sides) up = (await this.reconcileSide(s, leases, why)) && up;
-    return up;
+  async reconcile(leases: readonly Lease[], why: string): Promise<SideState[]> {
+    const states: SideState[] = [];
+    for (const s of this.sides) states.push(await this.reconcileSide(s, leases, why));
+    return states;
   }
 
-  /** One side: its VTEP in place, then its peers' neighbours, FDB entries and routes. Resolves whether the VTEP is up. */
-  private async reconcileSide(s: Side, leases: readonly Lease[], why: string): Promise<boolean> {
+  /** One side: its VTEP in place, then its peers' neighbours, FDB entries and routes. Resolves with what it found. */
+  private async reconcileSide(s: Side, leases: readonly Lease[], why: string): Promise<SideState> {
     const name = s.spec.name;
+    const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
     try {
       const r = await ensureVtep(s.spec, s.subnet.network.toString());
       if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
@@ -120,13 +120,15 @@ export class VxlanNetwork implements Backend {
       this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
     } catch (err) {
       this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
-      return false;
+      return state;
     }
+    state.up = true;
+    const { peers, skipped } = desiredPeers(leases, selfOf(s), s.pool.network);
+    state.wanted = peers.length;
     try {
-      const { peers, skipped } = desiredPeers(leases, selfOf(s), s.pool.network);
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
-      // Always with the network: direct routes of a run with DirectRouting on (or host-gw's routes) are found, and go when not wanted.
+      // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
       const plan = planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
       if (plan.changes.length) {
         try {
@@ -134,29 +136,29 @@ export class VxlanNetwork implements Backend {
           for (const c of plan.changes) this.log(`${c} (${why})`);
         } catch (err) {
           // the rest was made all the same: say so, then report what the kernel refused
-          if (err instanceof PlanError) plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+          if (err instanceof PlanError) {
+            plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+            const failed = new Set<string>();
+            for (const i of err.failedChanges) {
+              const subject = plan.subjects[i];
+              if (subject === undefined) state.staleLeft++;
+              else failed.add(subject);
+            }
+            state.failed = [...failed];
+          } else state.failed = peers.map((p) => p.subnet.toString());
           throw err;
         }
       }
       this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
-      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}; retrying on each reconcile`);
+      // not read, or not applied at all: none of them is known to be in place
+      if (!(err instanceof PlanError)) state.failed = peers.map((p) => p.subnet.toString());
+      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not programmed: ${state.failed.join(', ')})` : '';
+      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }
-    return true;
+    return state;
   }
 
-  peerCount(leases: readonly Lease[]): number {
-    return this.sides.reduce((n, s) => n + desiredPeers(leases, selfOf(s), s.pool.network).peers.length, 0);
-  }
-
-  /** Every VTEP up with its address (one `ip` call). */
-  async health(): Promise<string | undefined> {
-    try {
-      return await probeVtep(subnetEnvOf(this.sides, this.mtu, false));
-    } catch (err) {
-      return `cannot look at the VTEPs: ${(err as Error).message}`;
-    }
-  }
 
   async remove(): Promise<void> {
     for (const s of this.sides) await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));

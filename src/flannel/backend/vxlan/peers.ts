@@ -45,6 +45,8 @@ export interface Plan {
   ipLast: Line[];
   /** One line per change, for the log. */
   changes: string[];
+  /** Per change, the peer subnet it programs; undefined for the removal of a stale entry. */
+  subjects: (string | undefined)[];
   /** Per batch line, the index in `changes` of the change it belongs to. */
   owners: { ipFirst: number[]; bridge: number[]; ipLast: number[] };
 }
@@ -165,15 +167,19 @@ export const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
  * (DirectRouting); empty, every peer goes over VXLAN.
  */
 export function planPeers(all: readonly Peer[], actual: Actual, dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
-  const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
+  const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], subjects: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
   // each line belongs to the change logged right after it
   const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: Line) => {
     plan[batch].push(line);
     plan.owners[batch].push(plan.changes.length);
   };
+  const note = (change: string, peer?: Peer) => {
+    plan.changes.push(change);
+    plan.subjects.push(peer?.subnet.toString());
+  };
   const directPeers = all.filter((p) => isDirectPeer(p, direct));
   const peers = all.filter((p) => !directPeers.includes(p));
-  planDirect(directPeers, actual, add, plan.changes, network);
+  planDirect(directPeers, actual, add, note, network);
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
   const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
@@ -191,13 +197,13 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     const ourShape = norm(r.gateway) === p.network.toString() && !!r.flags?.includes('onlink');
     if (!network.contains(p.network) && !ourShape) continue;
     add('ipFirst', routeDel({ dst, dev }));
-    plan.changes.push(`route ${dst}: removed (no lease)`);
+    note(`route ${dst}: removed (no lease)`);
   }
   for (const p of peers) {
     const n = actual.neigh.find((e) => norm(e.dst) === p.vtepIP);
     if (n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac) continue;
     add('ipFirst', neighReplace(p.vtepIP, p.mac, dev));
-    plan.changes.push(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`);
+    note(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`, p);
   }
 
   for (const p of peers) {
@@ -206,13 +212,13 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     // `replace` rewrites a MAC's one remote in place; extra remotes (appended by hand) go first.
     if (entries.length > 1) for (const e of entries) add('bridge', fdbDel(e.mac, e.dst!, dev));
     add('bridge', fdbReplace(p.mac, p.publicIP, dev));
-    plan.changes.push(`fdb ${p.mac} → ${p.publicIP}: ${entries.length ? `was ${entries.map((e) => e.dst).join(',')}` : 'added'}`);
+    note(`fdb ${p.mac} → ${p.publicIP}: ${entries.length ? `was ${entries.map((e) => e.dst).join(',')}` : 'added'}`, p);
   }
   for (const e of actual.fdb) {
     if (!e.dst) continue; // the device's own entries
     if (wantFdb.has(e.mac.toLowerCase())) continue;
     add('bridge', fdbDel(e.mac, e.dst, dev));
-    plan.changes.push(`fdb ${e.mac} → ${e.dst}: removed (no lease)`);
+    note(`fdb ${e.mac} → ${e.dst}: removed (no lease)`);
   }
 
   for (const p of peers) {
@@ -220,12 +226,12 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
     if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
     add('ipLast', routeReplace({ dst, gw: p.vtepIP, dev, onlink: true }));
-    plan.changes.push(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`);
+    note(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`, p);
   }
   for (const n of actual.neigh) {
     if (!isPermanent(n) || wantNeigh.has(norm(n.dst)!)) continue;
     add('ipLast', neighDel(n.dst, dev));
-    plan.changes.push(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
+    note(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
   }
   return plan;
 }
@@ -242,7 +248,7 @@ function planDirect(
   peers: readonly Peer[],
   actual: Actual,
   add: (batch: 'ipFirst' | 'ipLast', line: Line) => void,
-  changes: string[],
+  note: (change: string, peer?: Peer) => void,
   network: Prefix,
 ): void {
   const want = new Map(peers.map((p) => [p.subnet.toString(), p]));
@@ -252,14 +258,14 @@ function planDirect(
     const p = want.get(prefix.toString());
     if (!r.gateway || (p && norm(r.gateway) === p.publicIP)) continue;
     add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
-    changes.push(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`);
+    note(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`, p);
   }
   for (const p of peers) {
     const dst = p.subnet.toString();
     const r = actual.direct?.find((e) => Prefix.parse(e.dst)?.toString() === dst && norm(e.gateway) === p.publicIP);
     if (r) continue;
     add('ipLast', routeReplace({ dst, gw: p.publicIP }));
-    changes.push(`route ${dst} via ${p.publicIP} (direct): added`);
+    note(`route ${dst} via ${p.publicIP} (direct): added`, p);
   }
 }
 

@@ -157,7 +157,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     await vi.advanceTimersByTimeAsync(300); // fifteen reconciles
     expect(ipLines(node).filter((c) => c.includes('route replace 10.88.2.0/24')).length).toBeGreaterThan(5);
     expect(logs.filter((l) => l.includes('reconcile failed'))).toEqual([
-      'reconcile failed: flannel.1 peers: ip route replace 10.88.2.0/24 via 10.88.2.0 dev flannel.1 onlink: Error: Nexthop has invalid gateway.; retrying on each reconcile',
+      'reconcile failed: flannel.1 peers: ip route replace 10.88.2.0/24 via 10.88.2.0 dev flannel.1 onlink: Error: Nexthop has invalid gateway. (1 of 1 peers not programmed: 10.88.2.0/24); retrying on each reconcile',
     ]);
     node.failures.length = 0;
     await vi.advanceTimersByTimeAsync(100); // five more
@@ -315,17 +315,56 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(masq[0]).not.toMatch(/fully-random/);
   });
 
-  it('health: 503 reasons until the lease is held and the VTEP is up; a deleted VTEP is reported until repaired; ready once started', async () => {
+  it('health: reasons until the lease is held and the overlay programmed; ready once started; answered from memory (no command per probe)', async () => {
     const d = daemon({ reconcileMs: 60_000 });
-    expect([await d.health(), d.ready()]).toEqual(['starting: no lease yet', false]);
+    expect([d.live(), d.ready()]).toEqual([undefined, 'starting: no lease yet']); // start-up is no liveness failure
+    store.put('10.88.2.0-24', peerValue(2), 600);
     await d.start();
-    expect([await d.health(), d.ready()]).toEqual([undefined, true]);
+    expect([d.live(), d.ready()]).toEqual([undefined, undefined]);
+    const calls = node.calls.length;
+    for (let i = 0; i < 20; i++) expect([d.live(), d.ready()]).toEqual([undefined, undefined]);
+    expect(node.calls.length).toBe(calls); // the code before ran `ip` on each /healthz
+    // a VTEP deleted by hand that cannot be made again: seen by the next pass, reported until it is repaired
     node.links().delete('flannel.1');
-    expect(await d.health()).toMatch(/^no VTEP holds 10\.88\.\d+\.0\/32/);
-    store.put('10.88.200.0-24', peerValue(9), 600); // any change: a reconcile repairs the VTEP
-    await waitFor('the VTEP to be repaired', () => node.links().has('flannel.1'));
-    expect(await d.health()).toBeUndefined();
+    node.failures.push({ match: 'link add name flannel.1', msg: 'RTNETLINK answers: Operation not permitted' });
+    store.put('10.88.200.0-24', peerValue(9), 600); // any change: a reconcile pass
+    await waitFor('the VTEP to be reported down', () => d.ready() === 'VTEP flannel.1 not up');
+    expect(d.live()).toBe('VTEP flannel.1 not up');
+    node.failures.length = 0;
+    store.put('10.88.201.0-24', peerValue(10), 600);
+    await waitFor('the VTEP to be repaired', () => d.ready() === undefined);
+    expect(node.links().has('flannel.1')).toBe(true);
     await d.stop();
-    expect([await d.health(), d.ready()]).toEqual(['stopping', false]);
+    expect([d.live(), d.ready()]).toEqual(['stopping', 'stopping']);
+  });
+
+  it('peers the kernel refuses (every `bridge fdb` line): counted and named in the log, not ready, not "programmed"; retried until they are, then ready', async () => {
+    for (const n of [2, 3, 4]) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    // a `bridge` that is not iproute2's (the CNI plugin of that name first on the PATH) refuses every line
+    node.failures.push({ match: 'fdb replace', msg: 'Error: bridge: unknown command' });
+    const d = daemon({ reconcileMs: 30 });
+    await d.start();
+    expect(logs.find((l) => l.startsWith('running: '))).toMatch(/^running: 0 of 3 peers programmed; not programmed: 10\.88\.2\.0\/24, 10\.88\.3\.0\/24, 10\.88\.4\.0\/24; .*not ready: 3 of 3 peers not programmed/);
+    expect(d.ready()).toBe('3 of 3 peers not programmed (10.88.2.0/24, 10.88.3.0/24, 10.88.4.0/24)');
+    expect(d.live()).toBe(d.ready());
+    expect(logs.filter((l) => l.includes('reconcile failed'))).toHaveLength(1); // once, though retried on each pass
+    expect(logs.find((l) => l.includes('reconcile failed'))).toMatch(/\(3 of 3 peers not programmed: 10\.88\.2\.0\/24, 10\.88\.3\.0\/24, 10\.88\.4\.0\/24\)/);
+    // one peer refused, the others accepted
+    node.failures.length = 0;
+    node.failures.push({ match: `fdb replace ${peerMac(3)}`, msg: 'RTNETLINK answers: Invalid argument' });
+    await waitFor('two peers to be programmed', () => d.ready() === '1 of 3 peers not programmed (10.88.3.0/24)');
+    node.failures.length = 0;
+    await waitFor('every peer to be programmed', () => d.ready() === undefined);
+    for (const n of [2, 3, 4]) expect(programmed(node, `10.88.${n}.0/24`, peerMac(n), `192.168.88.${n}`)).toBe(true);
+    expect(logs).toContain('flannel.1: every peer is programmed again');
+  });
+
+  it('the reasons carry nothing from the store or the kernel: short, one line', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    node.failures.push({ match: 'fdb replace', msg: 'Error: secret kernel text http://10.0.0.1:2379' });
+    const d = daemon();
+    await d.start();
+    expect(d.ready()).toBe('1 of 1 peers not programmed (10.88.2.0/24)');
+    expect(d.ready()).not.toMatch(/secret|2379|etcd/);
   });
 });

@@ -1,4 +1,4 @@
-// /healthz and /readyz (src/flannel/healthz.ts) over real HTTP on 127.0.0.1,
+// /healthz and /readyz (src/flannel/daemon/healthz.ts) over real HTTP on 127.0.0.1,
 // answering from a stand-in for the daemon.
 import { afterEach, describe, expect, it } from 'vitest';
 import { HealthServer, serveHealth } from '../../../../src/flannel/daemon/healthz';
@@ -14,31 +14,32 @@ describe('health endpoints', () => {
     return [res.status, await res.text()];
   };
 
-  it('/healthz: 200 while healthy, 503 with the reason on one line; /readyz follows ready(); anything else 404', async () => {
-    let problem: string | undefined = 'starting: no lease yet';
-    let ready = false;
-    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { health: async () => problem, ready: () => ready });
-    expect(await get('/healthz')).toEqual([503, 'starting: no lease yet\n']);
-    expect(await get('/readyz')).toEqual([503, 'vxlan-flannel is not ready yet\n']);
-    problem = undefined;
-    ready = true;
-    expect(await get('/healthz')).toEqual([200, 'ok: lease held, VTEPs up\n']);
-    expect(await get('/healthz?verbose')).toEqual([200, 'ok: lease held, VTEPs up\n']);
-    expect(await get('/readyz')).toEqual([200, 'vxlan-flannel is ready\n']);
-    problem = 'VTEP flannel.1 is down\nsecond line';
-    expect(await get('/healthz')).toEqual([503, 'VTEP flannel.1 is down second line\n']);
+  it('/healthz and /readyz: 200 "ok", or 503 "not ready: <reason>" on one line; anything else 404', async () => {
+    let live: string | undefined;
+    let ready: string | undefined = 'starting: no lease yet';
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => live, ready: () => ready });
+    expect(await get('/healthz')).toEqual([200, 'ok\n']);
+    expect(await get('/readyz')).toEqual([503, 'not ready: starting: no lease yet\n']);
+    ready = undefined;
+    expect(await get('/readyz')).toEqual([200, 'ok\n']);
+    expect(await get('/healthz?verbose')).toEqual([200, 'ok\n']);
+    live = 'VTEP flannel.1 not up\nsecond line\u2028third';
+    expect(await get('/healthz')).toEqual([503, 'not ready: VTEP flannel.1 not up second line third\n']);
+    live = 'x'.repeat(5000);
+    expect(await get('/healthz')).toEqual([503, `not ready: ${'x'.repeat(200)}\n`]);
     expect(await get('/healthz', 'HEAD')).toEqual([503, '']);
-    expect(await get('/metrics')).toEqual([404, 'not found: /healthz, /readyz\n']);
+    expect(await get('/nothing')).toEqual([404, 'not found\n']);
+    expect(await get('/constructor')).toEqual([404, 'not found\n']);
     expect(await get('/healthz', 'POST')).toEqual([405, 'method not allowed\n']);
   });
 
-  it('a health check that fails is a 503 saying so', async () => {
-    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { health: async () => Promise.reject(new Error('ip: not found')), ready: () => true });
-    expect(await get('/healthz')).toEqual([503, 'cannot tell: ip: not found\n']);
+  it('a source that throws is a 503 without its message', async () => {
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => { throw new Error('etcd http://10.0.0.1:2379 unreachable'); }, ready: () => undefined });
+    expect(await get('/healthz')).toEqual([503, 'not ready: cannot tell\n']);
   });
 
   it('a port in use is an error at start', async () => {
-    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { health: async () => undefined, ready: () => true });
-    await expect(serveHealth({ ip: '127.0.0.1', port: server.port }, { health: async () => undefined, ready: () => true })).rejects.toThrow(/EADDRINUSE/);
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => undefined });
+    await expect(serveHealth({ ip: '127.0.0.1', port: server.port }, { live: () => undefined, ready: () => undefined })).rejects.toThrow(/EADDRINUSE/);
   });
 });

@@ -248,7 +248,7 @@ describe('KubeManager', () => {
     expect(logs).toContain('node "n1" now has pod CIDRs 10.244.7.0/24, this daemon holds 10.244.1.0/24: restart it to follow');
   });
 
-  it('overlayUp() sets NetworkUnavailable False (FlannelIsUp) once, not at all with --set-node-network-unavailable=false; release() takes the annotations off', async () => {
+  it('overlayState() makes NetworkUnavailable follow the overlay, patched on changes only (False FlannelIsUp, True with the reason); nothing with --set-node-network-unavailable=false; release() takes the annotations off', async () => {
     await server.createNode({
       metadata: { name: 'n1' },
       spec: { podCIDR: '10.244.1.0/24' },
@@ -257,14 +257,25 @@ describe('KubeManager', () => {
     const m = open();
     await synced(m);
     const held = await m.acquireLease(CFG, attrs(), hooks);
-    await held.overlayUp();
-    await held.overlayUp();
+    await held.overlayState(undefined);
+    await held.overlayState(undefined);
     const node = (await server.getNode('n1'))!;
     expect(node.status.conditions).toEqual([
       { type: 'Ready', status: 'True' },
       { type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp', message: 'Flannel is running on this node', lastHeartbeatTime: expect.any(String), lastTransitionTime: expect.any(String) },
     ]);
     expect((await server.requests()).filter((r) => r.method === 'PATCH').map((r) => r.path)).toEqual(['/api/v1/nodes/n1/status', '/api/v1/nodes/n1/status']);
+    // peers refused: the scheduler is told, once
+    await held.overlayState('3 of 3 peers not programmed (10.244.2.0/24, 10.244.3.0/24, 10.244.4.0/24)');
+    await held.overlayState('3 of 3 peers not programmed (10.244.2.0/24, 10.244.3.0/24, 10.244.4.0/24)');
+    expect((await server.getNode('n1'))!.status.conditions[1]).toMatchObject({
+      type: 'NetworkUnavailable', status: 'True', reason: 'FlannelIsNotReady',
+      message: "Flannel's overlay is not in place on this node: 3 of 3 peers not programmed (10.244.2.0/24, 10.244.3.0/24, 10.244.4.0/24)",
+    });
+    await held.overlayState(undefined);
+    expect((await server.getNode('n1'))!.status.conditions[1]).toMatchObject({ type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp' });
+    expect((await server.requests()).filter((r) => r.method === 'PATCH')).toHaveLength(4);
+    expect(logs).toContain('node "n1": condition NetworkUnavailable set to True (FlannelIsNotReady: 3 of 3 peers not programmed (10.244.2.0/24, 10.244.3.0/24, 10.244.4.0/24))');
     await held.release();
     expect(Object.keys((await server.getNode('n1'))!.metadata.annotations ?? {})).toEqual([]);
     await m.close();
@@ -272,7 +283,9 @@ describe('KubeManager', () => {
     await server.clearRequests();
     const off = open({ setNodeNetworkUnavailable: false });
     await synced(off);
-    await (await off.acquireLease(CFG, attrs(), hooks)).overlayUp();
+    const offHeld = await off.acquireLease(CFG, attrs(), hooks);
+    await offHeld.overlayState(undefined);
+    await offHeld.overlayState('VTEP flannel.1 not up');
     expect((await server.requests()).filter((r) => r.method === 'PATCH')).toHaveLength(1); // the annotations only
   });
 

@@ -77,6 +77,8 @@ describe('planRoutes', () => {
       'route 10.244.3.0/24 via 192.168.1.3 dev eth0: added',
     ]);
     expect(plan.owners).toEqual([0, 1, 2]);
+    // what a refused line is counted as: a peer not routed, or a stale route left
+    expect(plan.subjects).toEqual(['10.244.3.0/24', undefined, '10.244.3.0/24']);
   });
   it('nothing to do when the kernel has exactly the peers\' routes (any spelling of the gateway)', () => {
     const v6 = [{ subnet: P('fd00:10:244:2::/64'), gateway: 'fd88::2' }];

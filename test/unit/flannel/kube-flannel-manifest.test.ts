@@ -1,0 +1,48 @@
+// deploy/kube-flannel.yml against flannel v0.28.9's own manifest (a copy in
+// test/fixtures): object for object the same, but for the image and the
+// commands that run ours; and what the issue asks of ours on top.
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { loadAll } from 'js-yaml';
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+const load = (path: string) => loadAll(readFileSync(path, 'utf8')).filter(Boolean) as Obj[];
+const ours = load('deploy/kube-flannel.yml');
+const theirs = load('test/fixtures/flannel-v0.28.9-kube-flannel.yml');
+const IMAGE = `localhost/cni-ts:${JSON.parse(readFileSync('package.json', 'utf8')).version}`;
+
+describe('deploy/kube-flannel.yml', () => {
+  it('has flannel\'s objects, in its order, with its kinds and names', () => {
+    expect(ours.map((o) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`)).toEqual(theirs.map((o) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`));
+  });
+
+  it('Namespace, RBAC, ServiceAccount and ConfigMap are flannel\'s exactly', () => {
+    for (let i = 0; i < ours.length; i++) if (ours[i].kind !== 'DaemonSet') expect(ours[i]).toEqual(theirs[i]);
+  });
+
+  it('the DaemonSet is flannel\'s but for the image and the commands: same probes, env, capabilities, volumes, tolerations, priority', () => {
+    const ds = ours.find((o) => o.kind === 'DaemonSet')!;
+    const ref = theirs.find((o) => o.kind === 'DaemonSet')!;
+    const strip = (d: Obj) => {
+      const c = structuredClone(d);
+      for (const k of [...c.spec.template.spec.initContainers, ...c.spec.template.spec.containers]) {
+        delete k.image;
+        delete k.command;
+        delete k.args;
+      }
+      return c;
+    };
+    expect(strip(ds)).toEqual(strip(ref));
+    const [plugin, conf] = ds.spec.template.spec.initContainers;
+    const [daemon] = ds.spec.template.spec.containers;
+    expect([plugin.image, conf.image, daemon.image]).toEqual([IMAGE, IMAGE, IMAGE]);
+    // the plugins live off the image's PATH: /opt/cni-ts/bin
+    expect([...plugin.command, ...plugin.args]).toEqual(['/opt/cni-ts/bin/vxlan-flannel', 'install-plugin', '/opt/cni/bin', 'flannel']);
+    // flannel's install-conf, with flannel's arguments
+    expect([...conf.command.slice(1), ...conf.args]).toEqual(['install-conf', ...ref.spec.template.spec.initContainers[1].args]);
+    // flanneld's arguments, the daemon as the first process (no shell: SIGTERM reaches it), no --release-on-exit
+    expect(daemon.command).toEqual(['/opt/cni-ts/bin/vxlan-flannel', 'daemon']);
+    expect(daemon.args).toEqual(ref.spec.template.spec.containers[0].args);
+    expect(daemon.args.join(' ')).not.toMatch(/release-on-exit/);
+  });
+});
