@@ -3,8 +3,9 @@
 # iptables in both variants behind iptables-wrapper, nftables, util-linux's
 # nsenter, procps, the C++ runtime of the executable), from Debian's mirror
 # with mmdebstrap, no container engine. Written as a root filesystem tarball
-# to $1. Nothing in it is run at build time but Debian's own maintainer
-# scripts inside the chroot.
+# to $1 (--format=tar: make names it .tmp until it is whole, and mmdebstrap
+# would take a name not ending in .tar for a directory). Nothing in it is run
+# at build time but Debian's own maintainer scripts inside the chroot.
 #
 # Small: essential packages only (no apt), merged /usr set up without the
 # usrmerge package (which pulls in perl), no documentation but the copyright
@@ -17,7 +18,7 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # a fixed date: the same inputs give the same layer (and digest)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 
-mmdebstrap --quiet --variant=essential --mode=root --skip=output/dev \
+mmdebstrap --quiet --variant=essential --mode=root --format=tar --skip=output/dev \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
   --include=iproute2,iptables,nftables,procps,libstdc++6 \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \

@@ -48,6 +48,8 @@ export interface LeaseHooks {
    * (rejects). Kube: the wait for our Node's podCIDR.
    */
   stopping?: Promise<void>;
+  /** The lease was renewed (counted for /metrics). */
+  renewed?(): void;
 }
 
 /** This node's lease while the daemon holds it. The source keeps it alive by itself: the daemon never renews. */
@@ -165,6 +167,8 @@ export interface SubnetManager {
    * etcd expires keys itself. Kube: nothing.
    */
   tidy(): Promise<void>;
+  /** How often the source was listed again in full because its watch fell behind (kube: 410 Gone), for /metrics. */
+  relists?(): number;
   /** Closes connections (the etcd client; kube: the informer). */
   close(): Promise<void>;
 }

@@ -87,7 +87,7 @@ function ipField(obj: Record<string, unknown>, key: string, family: Family): IP 
   return ip;
 }
 
-const subnetSize = (family: Family, len: number) => 1n << BigInt((family === 4 ? 32 : 128) - len);
+export const subnetSize = (family: Family, len: number) => 1n << BigInt((family === 4 ? 32 : 128) - len);
 
 /** Min and max of a pool: flannel's defaults (skip the first subnet, use the last), or checked explicit values. */
 function bounds(raw: Record<string, unknown>, network: Prefix, subnetLen: number, keys: [string, string]): [IP, IP] {

@@ -4,6 +4,11 @@
 // run once more afterwards, and the next periodic pass is armed only when the
 // previous one has finished (setInterval would stack passes behind a slow
 // store).
+//
+// Passes are "full" (at start, periodic: compare with the world and repair
+// drift, however long it takes) or "changes" (a change was seen: apply just
+// that, cheaply). A full pass asked for while one runs is not lost: the pass
+// after is full.
 
 const DEBOUNCE_MS = 20;
 
@@ -11,32 +16,36 @@ export class ReconcileLoop {
   private debounce?: NodeJS.Timeout;
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
-  private again = false;
+  /** The pass to run once the one running has finished. */
+  private again?: { why: string; full: boolean };
   private stopped = false;
+  private pendingFull = false;
 
   /**
    * `pass` reconciles once (it never throws: it logs what failed). Every
-   * `intervalMs`, `beforePeriodic` runs (housekeeping), then a pass.
+   * `intervalMs`, `beforePeriodic` runs (housekeeping), then a full pass.
    */
   constructor(
-    private readonly pass: (why: string) => Promise<void>,
+    private readonly pass: (why: string, full: boolean) => Promise<void>,
     private readonly intervalMs: number,
     private readonly beforePeriodic: () => Promise<void>,
   ) {}
 
   /** A pass now, or once more after the one running; resolves when it is done. */
-  run(why: string): Promise<void> {
+  run(why: string, full = true): Promise<void> {
     if (this.stopped) return Promise.resolve();
     if (this.running) {
-      this.again = true;
+      this.again = { why, full: full || !!this.again?.full };
       return this.running;
     }
     this.running = (async () => {
       try {
-        do {
-          this.again = false;
-          await this.pass(why);
-        } while (this.again && !this.stopped);
+        let next: { why: string; full: boolean } | undefined = { why, full };
+        while (next && !this.stopped) {
+          this.again = undefined;
+          await this.pass(next.why, next.full);
+          next = this.again;
+        }
       } finally {
         this.running = undefined;
       }
@@ -44,11 +53,16 @@ export class ReconcileLoop {
     return this.running;
   }
 
-  /** A pass soon (debounced). */
-  request(why: string): void {
+  /** A pass soon (debounced): a changes pass, unless `full` (or a full one was asked for meanwhile). */
+  request(why: string, full = false): void {
     if (this.stopped) return;
+    this.pendingFull ||= full;
     clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.run(why), DEBOUNCE_MS);
+    this.debounce = setTimeout(() => {
+      const wantFull = this.pendingFull;
+      this.pendingFull = false;
+      void this.run(why, wantFull);
+    }, DEBOUNCE_MS);
   }
 
   /** Starts the periodic passes, the first one interval from now. */

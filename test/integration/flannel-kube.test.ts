@@ -21,7 +21,7 @@
 // hand-written flanneld Nodes at 10.88.50.0/24 (a real VTEP made with ip) and
 // 10.88.60.0/24 (no host behind it).
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, sleep } from './flannel-topology';
 import { waitFor, waitAndReport } from '../support/wait';
@@ -271,7 +271,7 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
 
   it('a forced 410 Gone loses no change made while the watches were down: every node lists again and programs it', async () => {
     const mac = '0a:58:0a:58:3c:00';
-    await server.forceGone(3);
+    await server.forceGone(0, [n1.ip, n2.ip, n3.ip]); // each node's own next watch (one fast node could use up a shared count)
     expect(await server.dropWatches()).toBe(3);
     await server.createNode({ ...registeredNode('ghost', 60), metadata: { name: 'ghost', annotations: flannelAnnotations(`${UNDERLAY_PREFIX}.60`, mac) } });
     for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to program ghost`, () => topo.peerState(node.ns, '10.88.60.0/24', mac, `${UNDERLAY_PREFIX}.60`).route, 30_000, 20);
@@ -309,6 +309,21 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     for (const [path, answer] of [['/healthz', '200 ok'], ['/readyz', '200 ok']]) {
       expect(await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`)).toBe(answer);
     }
+    // Prometheus on the same port: the peers status just counted, and host-local's reservations in n1's subnet
+    const scraped = await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081/metrics').then(async (r) => console.log(r.status, r.headers.get('content-type') + '\\n' + (await r.text())))`);
+    const series = (name: string) => {
+      const line = scraped.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.slice(name.length + 1));
+    };
+    expect(scraped.split('\n')[0]).toBe('200 text/plain; version=0.0.4; charset=utf-8');
+    expect(series('flannel_peers{family="ipv4"}')).toBe(st.json.peers.length);
+    expect(series('flannel_reconcile_passes_total{kind="full",result="ok"}')).toBeGreaterThan(0);
+    expect(series('flannel_last_reconcile_success_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 60);
+    const ipam = fileOf(n1, '/var/lib/cni/networks/cbr0');
+    const reserved = existsSync(ipam) ? readdirSync(ipam).filter((f) => f.startsWith('10.88.1.')).length : 0;
+    expect(series('flannel_pod_addresses{network="cbr0",family="ipv4",state="in_use"}')).toBe(reserved || undefined);
+    if (reserved) expect(series('flannel_pod_addresses{network="cbr0",family="ipv4",state="free"}')).toBe(253 - reserved);
+    process.stdout.write(`[flk] /metrics on n1: ${st.json.peers.length} peers, ${reserved} pod addresses in use\n`);
     const leases = await topo.cli(n1, ['leases', '--kube-subnet-mgr'], access.n1.env);
     expect([leases.code, leases.stderr]).toEqual([1, expect.stringContaining('with --kube-subnet-mgr the leases are the Nodes\' pod CIDRs and annotations: use kubectl')]);
   });

@@ -104,7 +104,12 @@ export interface KubeApiHooks {
   patchNode(name: string, patch: Json): Promise<StoredNode>;
   deleteNode(name: string): Promise<boolean>;
   /** The next watch (or the next `times` watches) that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
-  forceGone(times?: number): Promise<void>;
+  /**
+   * `from` (client addresses): each of them gets 410 on its own next watch
+   * from a resourceVersion, whoever else reconnects first (a shared count
+   * can be used up by one fast client).
+   */
+  forceGone(times?: number, from?: string[]): Promise<void>;
   /** Breaks every open watch stream (the connection is destroyed, no clean end); returns how many. */
   dropWatches(): Promise<number>;
   /** Sends a BOOKMARK to every watch that allows them, now; returns how many. */
@@ -331,6 +336,8 @@ export class KubeApiServer implements KubeApiHooks {
   private readonly watches = new Set<Watch>();
   /** How many of the next watches from a resourceVersion get 410 (forceGone). */
   private gonePending = 0;
+  /** Client addresses whose next watch from a resourceVersion gets 410 (forceGone's `from`). */
+  private readonly goneFor = new Set<string>();
   private users: KubeUser[];
   private readonly log: RequestRecord[] = [];
   private readonly servers: (http.Server | https.Server)[] = [];
@@ -402,8 +409,9 @@ export class KubeApiServer implements KubeApiHooks {
     this.remove(name);
     return true;
   }
-  async forceGone(times = 1): Promise<void> {
-    this.gonePending = times;
+  async forceGone(times = 1, from?: string[]): Promise<void> {
+    if (from) for (const a of from) this.goneFor.add(a);
+    else this.gonePending = times;
   }
   async dropWatches(): Promise<number> {
     const n = this.watches.size;
@@ -699,8 +707,9 @@ export class KubeApiServer implements KubeApiHooks {
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
     const w: Watch = { res, selector, table: wantsTable(req), bookmarks: q.get('allowWatchBookmarks') === 'true', columnsSent: false, timers: [] };
-    if (start !== undefined && (this.gonePending > 0 || start < this.evictedThrough)) {
-      this.gonePending = Math.max(0, this.gonePending - 1);
+    const client = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    if (start !== undefined && (this.gonePending > 0 || this.goneFor.has(client) || start < this.evictedThrough)) {
+      if (!this.goneFor.delete(client)) this.gonePending = Math.max(0, this.gonePending - 1);
       const message = `too old resource version: ${start} (${this.evictedThrough + 1})`;
       res.end(JSON.stringify({ type: 'ERROR', object: statusObject(410, 'Expired', message) }) + '\n');
       return;

@@ -52,10 +52,20 @@ export interface SideState {
   staleLeft: number;
 }
 
-/** What the daemon lends a backend: its log and its reporter of conditions met on every pass. */
+/** The /metrics counters a backend feeds (the daemon's DaemonMetrics is one). */
+export interface BackendMetrics {
+  changesApplied(family: 4 | 6, n: number): void;
+  changesFailed(family: 4 | 6, n: number): void;
+  peers(family: 4 | 6, n: number): void;
+}
+
+/** What the daemon lends a backend: its log, its reporter of conditions met on every pass, a full pass on request, /metrics. */
 export interface BackendContext {
   log: Log;
   problems: Reporter;
+  /** Asks for a full pass soon (a changes pass the kernel refused). */
+  resync(why: string): void;
+  metrics?: BackendMetrics;
 }
 
 export interface Backend {
@@ -78,8 +88,15 @@ export interface Backend {
   undo(): Promise<void>;
   /** Removes what an earlier network config (another backend, another VNI) left behind. */
   removeStale(): Promise<void>;
-  /** One pass: devices in place, peers programmed from `leases`. Resolves with what it found, one entry per device. */
-  reconcile(leases: readonly Lease[], why: string): Promise<SideState[]>;
+  /**
+   * One pass: devices in place, peers programmed from `leases`. Resolves with
+   * what it found, one entry per device. `full`: compare with the kernel
+   * (start, periodic, after a failure); else a changes pass (the watch saw a
+   * change), which a backend may plan from what it programmed last.
+   */
+  reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]>;
+  /** The last pass programmed every peer (/metrics counts a pass as ok). */
+  programmedInFull(): boolean;
   /** The node leaves (--release-on-exit): its devices and peer routes go. */
   remove(): Promise<void>;
 }

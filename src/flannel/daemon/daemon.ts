@@ -27,6 +27,7 @@ import { TrafficKeeper, TrafficSettings } from '../traffic/keeper';
 import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureBlackhole, removeBlackhole } from './blackhole';
 import { SideState, describePeers, overlayProblem } from './overlay-state';
+import type { DaemonMetrics } from './metrics';
 
 /** The underlay flags (--iface, --iface-regex, --iface-can-reach, --public-ip, --public-ipv6) and the rest. */
 export interface DaemonOptions extends UnderlayOptions {
@@ -39,6 +40,8 @@ export interface DaemonOptions extends UnderlayOptions {
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
+  /** What /metrics exports (metrics.ts); none: nothing is counted. */
+  metrics?: DaemonMetrics;
 }
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
@@ -65,6 +68,7 @@ export class Daemon {
   /** When the last reconcile pass finished (ms since the epoch): a loop that stops passing is reported. */
   private lastPassAt = 0;
   private readonly traffic: TrafficKeeper;
+  private readonly metrics?: DaemonMetrics;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
   private starting?: Promise<void>;
   /** Wakes start()'s retry sleeps when stop() is called. */
@@ -88,8 +92,9 @@ export class Daemon {
     this.log = (msg) => opts.log(printable(msg)); // one line each, whatever the store held
     this.problems = new Reporter(this.log);
     this.watchTroubles = new Reporter(this.log);
-    this.loop = new ReconcileLoop((why) => this.reconcile(why), opts.reconcileMs, () => this.housekeeping());
+    this.loop = new ReconcileLoop((why, full) => this.reconcile(why, full), opts.reconcileMs, () => this.housekeeping());
     this.traffic = new TrafficKeeper(opts.traffic, this.log);
+    this.metrics = opts.metrics;
   }
 
   /**
@@ -136,12 +141,17 @@ export class Daemon {
 
     const cfg = await this.retry('read the network config', () => this.manager.getNetworkConfig());
     // throws when the backend cannot run here (host-gw behind NAT): nothing is written
-    const backend = (this.backend = newBackend(cfg, ul, { log: this.log, problems: this.problems }));
+    const backend = (this.backend = newBackend(cfg, ul, {
+      log: this.log,
+      problems: this.problems,
+      resync: (why) => this.loop.request(why, true),
+      ...(this.metrics ? { metrics: this.metrics } : {}),
+    }));
     this.log(`network ${describeNetwork(cfg)}; ${backend.description}`);
 
     const { lease, attrs } = await this.retry('acquire a subnet lease', async () => {
       const attrs = await backend.leaseAttrs(await this.manager.previousAttrs(cfg, backend.publicAddresses()));
-      const hooks = { log: this.log, resync: (why: string) => this.loop.request(why), stopping: this.stopSignal };
+      const hooks = { log: this.log, resync: (why: string) => this.loop.request(why, true), stopping: this.stopSignal, renewed: () => this.metrics?.leaseRenewed() };
       return { lease: await this.manager.acquireLease(cfg, attrs, hooks), attrs };
     });
     this.lease = lease; // from now on, a stop with --release-on-exit gives it back
@@ -149,6 +159,7 @@ export class Daemon {
     // source stops answering right now, the overlay is programmed from it, not emptied.
     this.leases = lease.listed.leases;
     this.families = backend.attach(lease, attrs);
+    this.metrics?.nodeSubnets(this.families.map((s) => s.subnet));
     this.log(`lease ${describeSubnets(lease)} (${lease.how})${backend.leaseNote}`);
     this.checkStopped();
 
@@ -173,7 +184,10 @@ export class Daemon {
     // between a list and the start of the watch.
     this.stopWatch = this.manager.watchLeases(
       (why) => this.watchDelivered(why),
-      (err) => this.watchTroubles.report(err.message, `watch: ${err.message}`),
+      (err) => {
+        this.metrics?.watchError();
+        this.watchTroubles.report(err.message, `watch: ${err.message}`);
+      },
       lease.listed.revision,
     );
     await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
@@ -199,8 +213,10 @@ export class Daemon {
 
   /** The watch reported a change: it works (again), so its next failure is reported too. */
   private watchDelivered(why: string): void {
-    if (this.watchTroubles.clearAll() && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
-    this.loop.request(why);
+    // back after a failure: changes may have been missed meanwhile, so compare everything once
+    const back = this.watchTroubles.clearAll();
+    if (back && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
+    this.loop.request(why, back);
   }
 
   /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
@@ -209,13 +225,24 @@ export class Daemon {
     if (this.families.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
-  /** One reconcile pass (the loop runs them one at a time): the leases, our lease, each side's VTEP and peers, subnet.env. */
-  private async reconcile(why: string): Promise<void> {
+  /**
+   * One reconcile pass (the loop runs them one at a time): the leases, our
+   * lease, each side's VTEP and peers, subnet.env. A full pass (start,
+   * periodic, after a failure) compares with what the kernel has; a changes
+   * pass (the watch saw a change) applies the difference from what the last
+   * pass programmed, without reading the kernel: its cost does not grow with
+   * the kernel's tables.
+   */
+  private async reconcile(why: string, full: boolean): Promise<void> {
+    const started = performance.now();
+    const cpuBefore = process.cpuUsage();
+    let ok = false;
     try {
       // our lease written again (deleted by hand, expired while the store was away): list once more to see it
       if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
-      const overlay = (await this.backend?.reconcile(this.leases, why)) ?? [];
-      if (this.opts.ipBlackholeRoute) for (const f of this.families) await this.blackhole(f, why);
+      const overlay: SideState[] = (await this.backend?.reconcile(this.leases, why, full)) ?? [];
+      // full passes only: a changes pass runs no command beyond the changes (see reconcile-loop.ts)
+      if (full && this.opts.ipBlackholeRoute) for (const f of this.families) await this.blackhole(f, why);
       this.overlay = overlay;
       this.lastPassAt = Date.now();
       // The VTEPs are up: subnet.env holds only this node's own facts (its subnet, the MTU), true
@@ -227,8 +254,12 @@ export class Daemon {
         (err) => this.problems.report('up', `cannot tell ${this.manager.description} whether the overlay is up: ${(err as Error).message}; retrying after each reconcile`),
       );
       this.problems.clear('reconcile');
+      ok = !this.storeDown && this.overlay.every((s) => s.up) && !!this.backend?.programmedInFull();
     } catch (err) {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
+    } finally {
+      const cpu = process.cpuUsage(cpuBefore);
+      this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
     }
   }
 

@@ -5,6 +5,7 @@
 //                 (a VTEP down, peers not programmed); then 503
 //                 "not ready: <short reason>". Start-up is not a failure here.
 //   GET /readyz   the same, and 503 too until start-up has finished
+//   GET /metrics  Prometheus text format (metrics.ts), when a registry is given
 // Anything else is 404. Each answer is read from what the daemon already
 // knows (no command runs, nothing is asked of the lease store), so a probe
 // costs a memory read and needs no rate limit. The reasons are short and
@@ -30,7 +31,7 @@ export interface HealthServer {
 const shortReason = (reason: string) => reason.replace(/[^\x20-\x7e]+/g, ' ').slice(0, 200);
 
 /** Listens on `at` and answers from `source`; resolves once listening. */
-export async function serveHealth(at: { ip: string; port: number }, source: HealthSource): Promise<HealthServer> {
+export async function serveHealth(at: { ip: string; port: number }, source: HealthSource, metrics?: { render(): string }): Promise<HealthServer> {
   // path -> the question it asks; another endpoint of the same listener is one more entry
   const routes: Record<string, () => string | undefined> = {
     '/healthz': () => source.live(),
@@ -43,6 +44,10 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
       res.end(req.method === 'HEAD' ? undefined : `${text}\n`);
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'method not allowed');
+    if (path === '/metrics' && metrics) {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'cache-control': 'no-store' });
+      return res.end(req.method === 'HEAD' ? undefined : metrics.render());
+    }
     const ask = Object.hasOwn(routes, path) ? routes[path] : undefined;
     if (!ask) return reply(404, 'not found');
     let problem: string | undefined;

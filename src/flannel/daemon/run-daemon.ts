@@ -1,10 +1,11 @@
 // `vxlan-flannel daemon` as a process: opens the subnet manager the flags ask
-// for, serves /healthz and /readyz when asked (healthz.ts), runs the daemon
+// for, serves /healthz, /readyz and /metrics when asked (healthz.ts, metrics.ts), runs the daemon
 // until SIGTERM or SIGINT, and says how to exit. Log lines go to stderr as
 // `<RFC 3339 time> vxlan-flannel: <message>`.
 import { readIfExists } from '../../util/fs';
 import { Daemon, DaemonOptions } from './daemon';
 import { serveHealth } from './healthz';
+import { DaemonMetrics } from './metrics';
 import { KubeManager, KubeOptions } from '../kube/kube-manager';
 import type { LeaseSubnets } from '../lease';
 import { Log, printable } from '../log';
@@ -57,14 +58,15 @@ export async function runDaemon(o: RunOptions): Promise<number> {
     log(`fatal: ${(err as Error).message}`);
     return 1;
   }
-  const daemon = new Daemon(manager, { ...o, log });
+  const metrics = new DaemonMetrics({ relists: () => manager.relists?.() ?? 0 });
+  const daemon = new Daemon(manager, { ...o, log, metrics });
   let closeHealth = async () => {};
   if (o.healthz) {
     try {
-      closeHealth = (await serveHealth(o.healthz, daemon)).close;
+      closeHealth = (await serveHealth(o.healthz, daemon, metrics)).close;
       const everywhere = o.healthz.ip === '0.0.0.0' || o.healthz.ip === '::';
       // flanneld's default address too; said here because the endpoints answer anyone who can reach them
-      log(`serving /healthz and /readyz on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}${everywhere ? ' (every address of this node, without authentication: --healthz-ip narrows it)' : ''}`);
+      log(`serving /healthz, /readyz and /metrics on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}${everywhere ? ' (every address of this node, without authentication: --healthz-ip narrows it)' : ''}`);
     } catch (err) {
       log(`fatal: cannot serve /healthz on ${o.healthz.ip} port ${o.healthz.port}: ${(err as Error).message}`);
       await manager.close().catch(() => {});

@@ -9,11 +9,11 @@
 // RBAC role allows `patch` on nodes/status and nothing else.
 import { readFileSync } from 'node:fs';
 import { IP, Prefix } from '../../net/ip';
-import { LeaseAttrs, LeaseSubnets, describeSubnets, leaseKey } from '../lease';
+import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter } from '../log';
 import { HeldLease, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
-import { FlannelAnnotations, annotationNames, nodeLease, nodeLeaseList, ownNodePatch, podSubnets } from './annotations';
+import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
 import { KubeConfigOptions, KubeConnection, loadKubeConnection } from './config';
 import { networkDownPatch, networkUpPatch } from './network-condition';
@@ -48,12 +48,22 @@ export function readNetConf(path: string): string {
 }
 
 /** What a Node's lease looks like to the daemon, for telling changes that matter from the rest (status, heartbeats). */
-function leaseSignature(node: KubeNode | undefined, names: FlannelAnnotations): string {
-  const r = node && nodeLease(node, names);
+function signatureOf(r: ReturnType<typeof nodeLease>): string {
   if (!r) return '';
   if ('reason' in r) return `bad: ${r.reason}`;
   const { attrs } = r.lease;
   return JSON.stringify([leaseKey(r.lease), attrs.backendType, attrs.publicIP?.toString(), attrs.publicIPv6?.toString(), attrs.vni, attrs.vtepMAC, attrs.v6Vni, attrs.v6VtepMAC]);
+}
+
+/**
+ * The parts of a Node the daemon reads (its name, resourceVersion, labels,
+ * annotations, pod CIDRs): what the informer keeps of each, so that 5,000
+ * kubelets' status (images, capacity, conditions) is not held in memory.
+ */
+export function slimNode(node: KubeNode): KubeNode {
+  const { name, uid, resourceVersion, labels, annotations } = node.metadata;
+  const spec = node.spec && { ...(node.spec.podCIDR !== undefined ? { podCIDR: node.spec.podCIDR } : {}), ...(node.spec.podCIDRs ? { podCIDRs: node.spec.podCIDRs } : {}) };
+  return { metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) }, ...(spec ? { spec } : {}) };
 }
 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */
@@ -96,6 +106,9 @@ export class KubeManager implements SubnetManager {
   private onError?: (err: Error) => void;
   /** Wake the waits for our Node (acquireLease) at its next change. */
   private readonly wakeOnOwnChange = new Set<() => void>();
+  private relistCount = 0;
+  /** Per Node that is a flannel node: its lease (or why it is unusable) as last read, and its signature. */
+  private readonly leaseOf = new Map<string, { signature: string; read: { lease: Lease } | { reason: string } }>();
   /** Watch troubles before the daemon watches (it reports them itself after). */
   private readonly early: Reporter;
 
@@ -114,9 +127,12 @@ export class KubeManager implements SubnetManager {
       {
         onChange: (c) => this.changed(c),
         onError: (err) => this.troubled(err),
-        onRelist: (why) => log(`listing every Node again: ${why}`),
+        onRelist: (why) => {
+          this.relistCount++;
+          log(`listing every Node again: ${why}`);
+        },
       },
-      watchOpts,
+      { keep: slimNode, ...watchOpts },
     );
   }
 
@@ -145,8 +161,12 @@ export class KubeManager implements SubnetManager {
   private changed(c: NodeChange): void {
     const name = c.node.metadata.name;
     if (name === this.opts.nodeName) this.wakeOwnWaits();
-    const before = leaseSignature(c.type === 'ADDED' ? undefined : c.previous, this.names);
-    const now = leaseSignature(c.type === 'DELETED' ? undefined : c.node, this.names);
+    // each Node's lease is read once per change and kept: heartbeats compare signatures, lists copy leases
+    const before = this.leaseOf.get(name)?.signature ?? '';
+    const read = c.type === 'DELETED' ? undefined : nodeLease(c.node, this.names);
+    const now = signatureOf(read);
+    if (read) this.leaseOf.set(name, { signature: now, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read });
+    else this.leaseOf.delete(name);
     if (before === now) return;
     this.changes++;
     this.onChange?.(`node ${JSON.stringify(name)} ${c.type === 'ADDED' ? 'added' : c.type === 'DELETED' ? 'deleted' : 'changed'}`);
@@ -273,7 +293,14 @@ export class KubeManager implements SubnetManager {
   }
 
   snapshot(): LeaseList {
-    return nodeLeaseList(this.watch.nodes().values(), this.names, String(this.changes));
+    const list: LeaseList = { leases: [], bad: [], revision: String(this.changes) };
+    for (const name of this.watch.nodes().keys()) {
+      const read = this.leaseOf.get(name)?.read;
+      if (!read) continue;
+      if ('reason' in read) list.bad.push({ key: `nodes/${name}`, why: read.reason });
+      else list.leases.push(read.lease);
+    }
+    return list;
   }
 
   /**
@@ -292,6 +319,10 @@ export class KubeManager implements SubnetManager {
   }
 
   async tidy(): Promise<void> {}
+
+  relists(): number {
+    return this.relistCount;
+  }
 
   async close(): Promise<void> {
     this.watch.stop();

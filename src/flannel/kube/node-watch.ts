@@ -34,6 +34,13 @@ export interface NodeWatchOptions {
   backoff?: { initialMs: number; maxMs: number };
   /** How long the server keeps one watch open (default 5 to 10 min, random, as client-go). */
   watchTimeoutS?: () => number;
+  /**
+   * What of a Node is kept (and reported): the parts the caller reads. A
+   * kubelet's Node carries its images, capacity and conditions, rewritten
+   * every few seconds; kept whole for thousands of Nodes they are most of the
+   * daemon's memory. Default: the whole Node.
+   */
+  keep?: (node: KubeNode) => KubeNode;
 }
 
 const name = (n: KubeNode) => n.metadata.name;
@@ -47,6 +54,7 @@ export class NodeWatch {
   private failures = 0;
   private readonly backoff: { initialMs: number; maxMs: number };
   private readonly watchTimeoutS: () => number;
+  private readonly keep: (node: KubeNode) => KubeNode;
 
   constructor(
     private readonly client: KubeClient,
@@ -55,6 +63,7 @@ export class NodeWatch {
   ) {
     this.backoff = opts.backoff ?? { initialMs: 250, maxMs: 2000 };
     this.watchTimeoutS = opts.watchTimeoutS ?? (() => 300 + Math.floor(Math.random() * 300));
+    this.keep = opts.keep ?? ((n) => n);
   }
 
   /**
@@ -113,7 +122,8 @@ export class NodeWatch {
     if (this.stopped) return true;
     this.failures = 0;
     const seen = new Set<string>();
-    for (const node of list.items) {
+    for (const item of list.items) {
+      const node = this.keep(item);
       seen.add(name(node));
       const previous = this.cache.get(name(node));
       this.cache.set(name(node), node);
@@ -129,11 +139,12 @@ export class NodeWatch {
     return true;
   }
 
-  private apply(type: string, node: KubeNode): void {
+  private apply(type: string, item: KubeNode): void {
     if (this.stopped) return;
     this.failures = 0;
-    if (node.metadata?.resourceVersion) this.rv = node.metadata.resourceVersion;
-    if (type === 'BOOKMARK' || !node.metadata?.name) return;
+    if (item.metadata?.resourceVersion) this.rv = item.metadata.resourceVersion;
+    if (type === 'BOOKMARK' || !item.metadata?.name) return;
+    const node = this.keep(item);
     const previous = this.cache.get(name(node));
     if (type === 'DELETED') {
       this.cache.delete(name(node));

@@ -1,12 +1,14 @@
 // Getting this node's subnets: reuse our own lease (same PublicIP, or
 // PublicIPv6 on an IPv6-only overlay), else the subnets of the previous
-// subnet.env where free, else random free ones of the pools. Creation is a
+// subnet.env where free, else random free ones of the pools (found between
+// the leased ranges: the cost grows with the leases, never with the pool's
+// size, whatever their lengths; see pickFree). Creation is a
 // transaction that fails when any lease already holds one of the subnets, so
 // two nodes starting at once never share a subnet of either family; a lost
 // race is retried.
 import { IP, Prefix } from '../../net/ip';
 import { LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, subnetOf, taken } from '../lease';
-import { NetworkConfig, Pool, inPool, nthSubnet, poolSize } from '../netconfig';
+import { NetworkConfig, Pool, inPool, nthSubnet, poolSize, subnetSize } from '../netconfig';
 import type { LeaseList } from '../manager';
 import type { LeaseStore } from './store';
 
@@ -23,29 +25,60 @@ export interface Acquired extends LeaseSubnets {
 }
 
 const MAX_ATTEMPTS = 20;
-const ENUMERATE_LIMIT = 1n << 16n;
 
-/** A random free subnet of the pool, or undefined when every one is leased. */
+/**
+ * The pool's subnets (by index) that `leases` hold, as sorted, merged
+ * [first, last] ranges. A lease of another length counts for every subnet
+ * it overlaps (as flanneld counts it, and as the stores' create refuses it):
+ * a lease wider than a subnet is one range, not one test per subnet.
+ */
+function takenRanges(pool: Pool, leases: readonly LeaseSubnets[]): [bigint, bigint][] {
+  const step = subnetSize(pool.network.family, pool.subnetLen);
+  const min = pool.subnetMin.value;
+  const lastIndex = poolSize(pool) - 1n;
+  const ranges: [bigint, bigint][] = [];
+  for (const l of leases) {
+    const s = subnetOf(l, pool.network.family);
+    if (!s) continue;
+    const first = s.network.value, last = s.last.value;
+    if (last < min) continue;
+    const lo = first < min ? 0n : (first - min) / step;
+    const hi = (last - min) / step;
+    if (lo > lastIndex) continue;
+    ranges.push([lo, hi < lastIndex ? hi : lastIndex]);
+  }
+  ranges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const merged: [bigint, bigint][] = [];
+  for (const r of ranges) {
+    const top = merged[merged.length - 1];
+    if (top && r[0] <= top[1] + 1n) top[1] = r[1] > top[1] ? r[1] : top[1];
+    else merged.push([r[0], r[1]]);
+  }
+  return merged;
+}
+
+/**
+ * A random free subnet of the pool (each free one equally likely), or
+ * undefined when every one is leased. Costs O(L log L) for L leases whatever
+ * the pool's size: the free subnets are counted between the leased ranges,
+ * never enumerated, so neither a /9 of /24s with thousands of leases nor one
+ * wide lease over a pool of 2^32 subnets makes it scan.
+ */
 export function pickFree(pool: Pool, leases: readonly LeaseSubnets[], random: () => number = Math.random): Prefix | undefined {
   const size = poolSize(pool);
-  if (size <= ENUMERATE_LIMIT) {
-    const free: Prefix[] = [];
-    for (let i = 0n; i < size; i++) {
-      const s = nthSubnet(pool, i);
-      if (!taken(s, leases)) free.push(s);
-    }
-    return free.length ? free[Math.floor(random() * free.length)] : undefined;
+  const ranges = takenRanges(pool, leases);
+  const free = ranges.reduce((n, [lo, hi]) => n - (hi - lo + 1n), size);
+  if (free <= 0n) return undefined;
+  // the k-th free subnet, counting the gaps between the leased ranges
+  let k = BigInt(Math.floor(random() * Number(free)));
+  if (k >= free) k = free - 1n;
+  let cursor = 0n;
+  for (const [lo, hi] of ranges) {
+    if (k < lo - cursor) break;
+    k -= lo - cursor;
+    cursor = hi + 1n;
   }
-  // A huge pool: random probes find a free subnet almost surely; a scan settles the rest.
-  for (let i = 0; i < 256; i++) {
-    const s = nthSubnet(pool, BigInt(Math.floor(random() * Number(size))) % size);
-    if (!taken(s, leases)) return s;
-  }
-  for (let i = 0n; i < size; i++) {
-    const s = nthSubnet(pool, i);
-    if (!taken(s, leases)) return s;
-  }
-  return undefined;
+  return nthSubnet(pool, cursor + k);
 }
 
 /** The address a node is known by: its PublicIP, or its PublicIPv6 on an IPv6-only overlay. */

@@ -53,6 +53,8 @@ export class EtcdStore implements LeaseStore {
   readonly description: string;
   /** etcd lease IDs we attached to our own keys, so a renewal can revoke the old one. */
   private readonly held = new Map<string, string>();
+  /** Each subnet key as last decoded, with its mod_revision and etcd lease: a list decodes only what changed. */
+  private readonly decoded = new Map<string, { stamp: string; lease?: Lease; why?: string }>();
   /** Writes that move our keys between etcd leases run one at a time (see exclusive()). */
   private readonly writes = new Serial();
 
@@ -144,23 +146,34 @@ export class EtcdStore implements LeaseStore {
   private async listAt(): Promise<LeaseList & { revision: string }> {
     const res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
     const out: LeaseList & { revision: string } = { leases: [], bad: [], revision: res.header.revision };
+    const seen = new Set<string>();
     for (const kv of res.kvs) {
       const name = kv.key.toString().slice(this.prefix.length + '/subnets/'.length);
-      const subnets = parseLeaseKey(name);
-      if (!subnets) {
-        out.bad.push({ key: name, why: 'the key is not a subnet like 10.244.1.0-24 or 10.244.1.0-24&fd00:10:244:1::-64' });
-        continue;
+      seen.add(name);
+      // a key unchanged since the last list (same mod_revision, same etcd lease) is not decoded again
+      const stamp = `${kv.mod_revision}:${kv.lease}`;
+      let read = this.decoded.get(name);
+      if (read?.stamp !== stamp) {
+        read = { stamp, ...this.decode(name, kv.value.toString(), String(kv.lease) === '0') };
+        this.decoded.set(name, read);
       }
-      try {
-        const raw = kv.value.toString();
-        // lease "0": a key attached to no etcd lease, i.e. a flannel reservation
-        const lease: Lease = { ...subnets, attrs: decodeAttrs(raw), raw, ...(String(kv.lease) === '0' ? { permanent: true } : {}) };
-        out.leases.push(lease);
-      } catch (err) {
-        out.bad.push({ key: name, why: (err as Error).message });
-      }
+      if (read.lease) out.leases.push(read.lease);
+      else out.bad.push({ key: name, why: read.why! });
     }
+    if (this.decoded.size > seen.size) for (const name of [...this.decoded.keys()]) if (!seen.has(name)) this.decoded.delete(name);
     return out;
+  }
+
+  /** One key and value as a lease, or why not. */
+  private decode(name: string, raw: string, permanent: boolean): { lease?: Lease; why?: string } {
+    const subnets = parseLeaseKey(name);
+    if (!subnets) return { why: 'the key is not a subnet like 10.244.1.0-24 or 10.244.1.0-24&fd00:10:244:1::-64' };
+    try {
+      // lease "0": a key attached to no etcd lease, i.e. a flannel reservation
+      return { lease: { ...subnets, attrs: decodeAttrs(raw), raw, ...(permanent ? { permanent } : {}) } };
+    } catch (err) {
+      return { why: (err as Error).message };
+    }
   }
 
   list(): Promise<LeaseList> {

@@ -24,6 +24,13 @@ const POLL_MS = 300;
 export class FileStore implements LeaseStore {
   readonly description: string;
   private readonly subnetsDir: string;
+  /**
+   * Each lease file as last read, by name, with the stat it was read at:
+   * a poll or a list stats every file but reads and parses only those that
+   * changed (every write is a rename: a new inode). Thousands of leases polled
+   * every 300 ms would otherwise be read in full each time.
+   */
+  private readonly parsed = new Map<string, { stamp: string; read: ReturnType<FileStore['readLease']> }>();
 
   constructor(readonly dir: string) {
     this.description = `file store ${dir}`;
@@ -63,6 +70,23 @@ export class FileStore implements LeaseStore {
     }
   }
 
+  /** A lease file as readLease reads it, from the cache while its stat is unchanged; undefined when it is gone. */
+  private readCached(name: string): { read: ReturnType<FileStore['readLease']>; stamp: string } | undefined {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(join(this.subnetsDir, name));
+    } catch {
+      this.parsed.delete(name);
+      return undefined; // removed between readdir and stat: the next poll sees it
+    }
+    const stamp = `${st.size}:${st.mtimeMs}:${st.ino}`;
+    const hit = this.parsed.get(name);
+    if (hit?.stamp === stamp) return hit;
+    const entry = { stamp, read: this.readLease(name) };
+    this.parsed.set(name, entry);
+    return entry;
+  }
+
   private names(): string[] {
     try {
       return fs.readdirSync(this.subnetsDir).filter((n) => !n.startsWith('.'));
@@ -77,8 +101,13 @@ export class FileStore implements LeaseStore {
     const revision = this.signature();
     const now = Date.now();
     const out: LeaseList = { leases: [], bad: [], revision };
-    for (const name of this.names()) {
-      const { lease, why } = this.readLease(name);
+    const names = this.names();
+    if (this.parsed.size > names.length) {
+      const present = new Set(names);
+      for (const n of [...this.parsed.keys()]) if (!present.has(n)) this.parsed.delete(n);
+    }
+    for (const name of names) {
+      const { lease, why } = this.readCached(name)?.read ?? {};
       if (why) out.bad.push({ key: name, why });
       else if (lease && (lease.expiration === undefined || lease.expiration > now)) out.leases.push(lease);
     }
@@ -140,14 +169,11 @@ export class FileStore implements LeaseStore {
     const now = Date.now();
     const parts: string[] = [];
     for (const name of this.names().sort()) {
-      try {
-        const st = fs.statSync(join(this.subnetsDir, name));
-        const { lease } = this.readLease(name);
-        const expired = lease?.expiration !== undefined && lease.expiration <= now;
-        parts.push(`${name}:${st.size}:${st.mtimeMs}:${st.ino}:${expired}`);
-      } catch {
-        // removed between readdir and stat: the next poll sees it
-      }
+      const cached = this.readCached(name);
+      if (!cached) continue;
+      const lease = cached.read.lease;
+      const expired = lease?.expiration !== undefined && lease.expiration <= now;
+      parts.push(`${name}:${cached.stamp}:${expired}`);
     }
     return parts.join('\n');
   }

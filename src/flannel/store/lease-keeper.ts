@@ -102,6 +102,7 @@ export class LeaseKeeper implements HeldLease {
         this.written();
         this.problems.clear('renew');
         this.hooks.log(`renewed lease ${this.name} for ${this.ttlS} s`);
+        this.hooks.renewed?.();
         this.arm();
       } catch (err) {
         this.problems.report('renew', `cannot renew lease ${this.name}: ${(err as Error).message}; retrying every ${retryMs / 1000} s`);

@@ -177,6 +177,21 @@ describe('stand-in API server: watch', () => {
     expect(second.events).toEqual([]);
   });
 
+  it('forceGone(0, addresses): each listed client\'s own next watch gets 410; other clients are not affected', async () => {
+    const rv = (await call(s.url, 'GET', '/api/v1/nodes')).body.metadata.resourceVersion;
+    await s.forceGone(0, ['192.0.2.9']); // not us
+    const ours = watch(s.url, `resourceVersion=${rv}&timeoutSeconds=1`);
+    expect(await ours.ended).toBe('end');
+    expect(ours.events).toEqual([]);
+    await s.forceGone(0, ['127.0.0.1']);
+    const gone = watch(s.url, `resourceVersion=${rv}`);
+    await gone.ended;
+    expect(gone.events[0].object.code).toBe(410);
+    const again = watch(s.url, `resourceVersion=${rv}&timeoutSeconds=1`);
+    expect(await again.ended).toBe('end');
+    expect(again.events).toEqual([]);
+  });
+
   it('sends DELETED when a Node stops matching the selector and ADDED when it starts', async () => {
     const w = watch(s.url, 'resourceVersion=0&labelSelector=role%3Dworker');
     await waitFor('the initial ADDED', () => w.events.length === 1);

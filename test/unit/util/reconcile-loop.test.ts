@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ReconcileLoop } from '../../../src/util/reconcile-loop';
 
 describe('ReconcileLoop', () => {
-  let passes: { why: string; start: number; end?: number }[];
+  let passes: { why: string; full: boolean; start: number; end?: number }[];
   let passMs: number;
   let housekeeping: number[];
   let loop: ReconcileLoop;
@@ -16,8 +16,8 @@ describe('ReconcileLoop', () => {
     passMs = 0;
     housekeeping = [];
     loop = new ReconcileLoop(
-      async (why) => {
-        const p: (typeof passes)[number] = { why, start: Date.now() };
+      async (why, full) => {
+        const p: (typeof passes)[number] = { why, full, start: Date.now() };
         passes.push(p);
         await new Promise((r) => setTimeout(r, passMs));
         p.end = Date.now();
@@ -46,6 +46,21 @@ describe('ReconcileLoop', () => {
     expect(passes).toEqual([]);
     await vi.advanceTimersByTimeAsync(1);
     expect(passes.map((p) => p.why)).toEqual(['delete c']);
+  });
+
+  it('changes passes for requests, full ones for runs and periods; a full one asked for meanwhile is not lost', async () => {
+    passMs = 100;
+    loop.request('put a');
+    await vi.advanceTimersByTimeAsync(20);
+    expect(passes.map((p) => [p.why, p.full])).toEqual([['put a', false]]);
+    loop.request('lease refused', true);
+    await vi.advanceTimersByTimeAsync(20); // while the first pass runs
+    loop.request('put b'); // a changes request after the full one: still one full pass next
+    await vi.advanceTimersByTimeAsync(300);
+    expect(passes.map((p) => [p.why, p.full])).toEqual([['put a', false], ['put b', true]]);
+    loop.startPeriodic();
+    await vi.advanceTimersByTimeAsync(1200);
+    expect(passes.at(-1)).toMatchObject({ why: 'periodic reconcile', full: true });
   });
 
   it('a pass requested while one runs runs once more afterwards, however many requests came', async () => {

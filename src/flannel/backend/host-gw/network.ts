@@ -23,6 +23,10 @@ export class HostGwNetwork implements Backend {
   private readonly dev: string;
   private readonly planned: { family: 4 | 6; pool: Pool; publicIP: LeasedFamily['publicIP'] }[];
   private families: LeasedFamily[] = [];
+  /** The last pass routed every peer. */
+  private allRouted = false;
+  /** Families whose routes could not be read on the last pass. */
+  private readonly unread = new Set<string>();
   private readonly log;
   private readonly problems;
 
@@ -66,10 +70,16 @@ export class HostGwNetwork implements Backend {
     return removeOtherVteps(new Set(), 'a VTEP of the vxlan backend this node ran before', this.log);
   }
 
+  /** Every pass reads the routes into the overlay and compares (one `ip` exec per family): no changes-only pass. */
   async reconcile(leases: readonly Lease[], why: string): Promise<SideState[]> {
     const states: SideState[] = [];
     for (const f of this.families) states.push(await this.reconcileFamily(f, leases, why));
+    this.allRouted = states.every((st) => st.failed.length === 0 && st.staleLeft === 0 && !this.unread.has(st.vtep));
     return states;
+  }
+
+  programmedInFull(): boolean {
+    return this.allRouted;
   }
 
   /** One family's peer routes. No device of ours to be down: `up` always (named after the underlay they go through). */
@@ -79,6 +89,7 @@ export class HostGwNetwork implements Backend {
     const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: peers.length, failed: [], staleLeft: 0 };
     // one line per lease until its reason changes; a lease of another backend is one line for both families
     for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+    this.unread.delete(state.vtep);
     try {
       const plan = planRoutes(peers, await readRoutes(f.pool.network), this.dev, f.pool.network);
       try {
@@ -100,7 +111,10 @@ export class HostGwNetwork implements Backend {
       this.problems.clear(key, `IPv${f.family}: every peer is routed again`);
     } catch (err) {
       // not read, or not applied at all: none of them is known to be in place
-      if (!(err instanceof RoutePlanError)) state.failed = peers.map((p) => p.subnet.toString());
+      if (!(err instanceof RoutePlanError)) {
+        state.failed = peers.map((p) => p.subnet.toString());
+        this.unread.add(state.vtep);
+      }
       const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not routed: ${state.failed.join(', ')})` : '';
       this.problems.report(key, `reconcile failed: IPv${f.family} peer routes: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }

@@ -8,8 +8,8 @@ import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import type { Backend, BackendContext, ExternalInterface, LeasedFamily, SideState } from '../backend';
-import { PlanError, applyPlan, desiredPeers, planPeers, readActual } from './peers';
+import type { Backend, BackendContext, BackendMetrics, ExternalInterface, LeasedFamily, SideState } from '../backend';
+import { Peer, PeerMemo, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from './peers';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
 
@@ -45,10 +45,21 @@ export class VxlanNetwork implements Backend {
   private created: string[] = [];
   private readonly log;
   private readonly problems;
+  private readonly resync: (why: string) => void;
+  private readonly metrics?: BackendMetrics;
+  /**
+   * Per VTEP, the peers the last pass programmed in full: what a changes
+   * pass plans from. Absent: not known (start, a failure): the next pass reads the kernel.
+   */
+  private readonly programmed = new Map<string, Peer[]>();
+  /** Per VTEP, what each lease object was judged to be (a peer, or why not): judged once per object. */
+  private readonly peerMemos = new Map<string, PeerMemo>();
 
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
     this.problems = ctx.problems;
+    this.resync = ctx.resync;
+    this.metrics = ctx.metrics;
     this.plans = planSides(cfg, ext);
     this.mtu = podMtu(this.plans);
     this.direct = cfg.directRouting ? ext.subnets : [];
@@ -103,41 +114,47 @@ export class VxlanNetwork implements Backend {
     return removeOtherVteps(new Set(this.sides.map((s) => s.spec.name)), 'a VTEP of an earlier network config', this.log);
   }
 
-  async reconcile(leases: readonly Lease[], why: string): Promise<SideState[]> {
+  async reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]> {
     const states: SideState[] = [];
-    for (const s of this.sides) states.push(await this.reconcileSide(s, leases, why));
+    for (const s of this.sides) states.push(await this.reconcileSide(s, leases, why, full));
     return states;
   }
 
-  /** One side: its VTEP in place, then its peers' neighbours, FDB entries and routes. Resolves with what it found. */
-  private async reconcileSide(s: Side, leases: readonly Lease[], why: string): Promise<SideState> {
+  programmedInFull(): boolean {
+    return this.sides.every((s) => this.programmed.has(s.spec.name));
+  }
+
+  private async reconcileSide(s: Side, leases: readonly Lease[], why: string, full: boolean): Promise<SideState> {
     const name = s.spec.name;
     const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
-    try {
-      const r = await ensureVtep(s.spec, s.subnet.network.toString());
-      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
-      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
-      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
-    } catch (err) {
-      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
-      return state;
+    const before = this.programmed.get(name);
+    if (full || !before) {
+      if (!(await this.reconcileVtep(s, why))) return state;
     }
     state.up = true;
-    const { peers, skipped } = desiredPeers(leases, selfOf(s), s.pool.network);
+    let memo = this.peerMemos.get(name);
+    if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
+    const { peers, skipped } = desiredPeers(leases, selfOf(s), s.pool.network, memo);
     state.wanted = peers.length;
     try {
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
-      const plan = planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
+      const plan = before && !full
+        ? planChanges(before, peers, name, s.pool.network, this.direct)
+        : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
+      this.programmed.delete(name); // until the plan is applied in full
       if (plan.changes.length) {
         try {
           await applyPlan(plan);
           for (const c of plan.changes) this.log(`${c} (${why})`);
+          this.metrics?.changesApplied(s.family, plan.changes.length);
         } catch (err) {
           // the rest was made all the same: say so, then report what the kernel refused
           if (err instanceof PlanError) {
             plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+            this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
+            this.metrics?.changesFailed(s.family, err.failedChanges.size);
             const failed = new Set<string>();
             for (const i of err.failedChanges) {
               const subject = plan.subjects[i];
@@ -146,9 +163,15 @@ export class VxlanNetwork implements Backend {
             }
             state.failed = [...failed];
           } else state.failed = peers.map((p) => p.subnet.toString());
+          // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
+          // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
+          // failed waits for the next change or period, not to spin on a refusing kernel.
+          if (before && !full) this.resync(`${name}: some changes were refused`);
           throw err;
         }
       }
+      this.programmed.set(name, peers);
+      this.metrics?.peers(s.family, peers.length);
       this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
       // not read, or not applied at all: none of them is known to be in place
@@ -157,6 +180,21 @@ export class VxlanNetwork implements Backend {
       this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }
     return state;
+  }
+
+
+  private async reconcileVtep(s: Side, why: string): Promise<boolean> {
+    const name = s.spec.name;
+    try {
+      const r = await ensureVtep(s.spec, s.subnet.network.toString());
+      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
+      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
+      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
+    } catch (err) {
+      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
+      return false;
+    }
+    return true;
   }
 
 

@@ -17,6 +17,8 @@ import { isUnicastMac } from '../../../net/mac';
 
 export interface Peer {
   subnet: Prefix;
+  /** `subnet` as text, when known (desiredPeers sets it): planChanges keys peers by it. */
+  key?: string;
   /** The peer's VTEP address: its subnet's network address. */
   vtepIP: string;
   mac: string;
@@ -86,70 +88,74 @@ export interface Self {
  * multicast and all-zero MACs. Two leases of one node (same MAC, same
  * PublicIP) are no threat and both stay.
  */
-export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix): { peers: Peer[]; skipped: string[] } {
-  const candidates: { peer: Peer; what: string }[] = [];
+export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix, memo?: PeerMemo): { peers: Peer[]; skipped: string[] } {
+  const candidates: { peer: Peer; lease: Lease }[] = [];
   const skipped: string[] = [];
-  const v6 = network.family === 6;
-  const data = v6 ? 'BackendV6Data' : 'BackendData';
+  const selfKey = self.subnet.toString();
   for (const l of leases) {
-    const what = `lease ${describeSubnets(l)}`;
-    const subnet = subnetOf(l, network.family);
-    if (subnet && subnet.toString() === self.subnet.toString()) continue;
-    if (l.attrs.backendType !== 'vxlan') {
-      skipped.push(`${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`);
-      continue;
+    let v = memo?.get(l);
+    if (!v) {
+      v = verdict(l, self, network, selfKey);
+      memo?.set(l, v);
     }
-    if (!subnet) {
-      skipped.push(`${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`);
-      continue;
-    }
-    const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
-    const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
-    const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
-    if (!mac) {
-      skipped.push(`${what}: no ${data}.VtepMAC`);
-      continue;
-    }
-    if (vni !== undefined && vni !== self.vni) {
-      skipped.push(`${what}: ${data}.VNI ${vni} is not ours (${self.vni})`);
-      continue;
-    }
-    if (!publicIP) {
-      skipped.push(`${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`);
-      continue;
-    }
-    if (self.publicIP && publicIP.equals(self.publicIP)) {
-      skipped.push(`${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`);
-      continue;
-    }
-    if (!network.contains(subnet.network) || subnet.length < network.length) {
-      skipped.push(`${what}: outside the network ${network}`);
-      continue;
-    }
-    if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) {
-      skipped.push(`${what}: overlaps this node's subnet ${self.subnet}`);
-      continue;
-    }
-    if (!isUnicastMac(mac)) {
-      skipped.push(`${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`);
-      continue;
-    }
-    if (self.mac && mac === self.mac.toLowerCase()) {
-      skipped.push(`${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`);
-      continue;
-    }
-    candidates.push({ peer: { subnet, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() }, what });
+    if (v === OURS) continue;
+    if (typeof v === 'string') skipped.push(v);
+    else candidates.push({ peer: v, lease: l });
+  }
+  const byMac = new Map<string, { peer: Peer; lease: Lease }[]>();
+  for (const c of candidates) {
+    const list = byMac.get(c.peer.mac);
+    if (list) list.push(c);
+    else byMac.set(c.peer.mac, [c]);
   }
   const peers: Peer[] = [];
+  const data = network.family === 6 ? 'BackendV6Data' : 'BackendData';
   for (const c of candidates) {
-    const others = candidates.filter((o) => o !== c && o.peer.mac === c.peer.mac && o.peer.publicIP !== c.peer.publicIP);
+    const sameMac = byMac.get(c.peer.mac)!;
+    const others = sameMac.length === 1 ? [] : sameMac.filter((o) => o !== c && o.peer.publicIP !== c.peer.publicIP);
     if (others.length) {
-      skipped.push(`${c.what}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => o.what).join(', ')}: neither is programmed`);
+      skipped.push(`lease ${describeSubnets(c.lease)}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => `lease ${describeSubnets(o.lease)}`).join(', ')}: neither is programmed`);
       continue;
     }
     peers.push(c.peer);
   }
   return { peers, skipped };
+}
+
+/** Our own lease, in a verdict. */
+const OURS = 0;
+type Verdict = Peer | string | typeof OURS;
+
+/**
+ * What desiredPeers made of each lease object, for one `self` and `network`
+ * (one per VTEP, kept by the caller): the stores hand out the same object
+ * for a lease that did not change, so a pass after one change judges one
+ * lease, not all of them.
+ */
+export type PeerMemo = WeakMap<Lease, Verdict>;
+
+/** One lease: the peer it asks for, why it is skipped ("lease <subnets>: <why>"), or OURS. */
+function verdict(l: Lease, self: Self, network: Prefix, selfKey: string): Verdict {
+  const v6 = network.family === 6;
+  const data = v6 ? 'BackendV6Data' : 'BackendData';
+  const subnet = subnetOf(l, network.family);
+  const key = subnet?.toString();
+  if (key === selfKey) return OURS;
+  const what = `lease ${describeSubnets(l)}`;
+  if (l.attrs.backendType !== 'vxlan') return `${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`;
+  if (!subnet || !key) return `${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`;
+  const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
+  const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
+  const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
+  if (!mac) return `${what}: no ${data}.VtepMAC`;
+  if (vni !== undefined && vni !== self.vni) return `${what}: ${data}.VNI ${vni} is not ours (${self.vni})`;
+  if (!publicIP) return `${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`;
+  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`;
+  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what}: outside the network ${network}`;
+  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what}: overlaps this node's subnet ${self.subnet}`;
+  if (!isUnicastMac(mac)) return `${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`;
+  if (self.mac && mac === self.mac.toLowerCase()) return `${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`;
+  return { subnet, key, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() };
 }
 
 /** iproute2 prints addresses as inet_ntop does; ours are RFC 5952. Compare them parsed. */
@@ -177,8 +183,9 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     plan.changes.push(change);
     plan.subjects.push(peer?.subnet.toString());
   };
-  const directPeers = all.filter((p) => isDirectPeer(p, direct));
-  const peers = all.filter((p) => !directPeers.includes(p));
+  const directPeers: Peer[] = [];
+  const peers: Peer[] = [];
+  for (const p of all) (direct.length && isDirectPeer(p, direct) ? directPeers : peers).push(p);
   planDirect(directPeers, actual, add, note, network);
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
@@ -199,15 +206,26 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     add('ipFirst', routeDel({ dst, dev }));
     note(`route ${dst}: removed (no lease)`);
   }
+  // the kernel's entries by what they are looked up by: one pass each, not one per peer
+  const neighOf = firstBy(actual.neigh, (e) => norm(e.dst));
+  const routeOf = firstBy(actual.routes, (e) => Prefix.parse(e.dst)?.toString());
+  const fdbOf = new Map<string, FdbEntry[]>();
+  for (const e of actual.fdb) {
+    if (!e.dst) continue;
+    const mac = e.mac.toLowerCase();
+    const list = fdbOf.get(mac);
+    if (list) list.push(e);
+    else fdbOf.set(mac, [e]);
+  }
   for (const p of peers) {
-    const n = actual.neigh.find((e) => norm(e.dst) === p.vtepIP);
+    const n = neighOf.get(p.vtepIP);
     if (n && isPermanent(n) && n.lladdr?.toLowerCase() === p.mac) continue;
     add('ipFirst', neighReplace(p.vtepIP, p.mac, dev));
     note(`neigh ${p.vtepIP} → ${p.mac}: ${n ? `was ${n.lladdr ?? 'incomplete'} ${n.state?.join(',') ?? ''}`.trim() : 'added'}`, p);
   }
 
   for (const p of peers) {
-    const entries = actual.fdb.filter((e) => e.mac.toLowerCase() === p.mac && e.dst);
+    const entries = fdbOf.get(p.mac) ?? [];
     if (entries.length === 1 && norm(entries[0].dst) === p.publicIP && entries[0].state === 'permanent') continue;
     // `replace` rewrites a MAC's one remote in place; extra remotes (appended by hand) go first.
     if (entries.length > 1) for (const e of entries) add('bridge', fdbDel(e.mac, e.dst!, dev));
@@ -223,7 +241,7 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
 
   for (const p of peers) {
     const dst = p.subnet.toString();
-    const r = actual.routes.find((e) => Prefix.parse(e.dst)?.toString() === dst);
+    const r = routeOf.get(dst);
     if (r && norm(r.gateway) === p.vtepIP && r.flags?.includes('onlink')) continue;
     add('ipLast', routeReplace({ dst, gw: p.vtepIP, dev, onlink: true }));
     note(`route ${dst} via ${p.vtepIP}: ${r ? `was via ${r.gateway ?? 'none'}` : 'added'}`, p);
@@ -234,6 +252,78 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     note(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
   }
   return plan;
+}
+
+/** The first of `items` per key (as `find` would return it), keyed once. */
+function firstBy<T>(items: readonly T[], key: (item: T) => string | undefined): Map<string, T> {
+  const map = new Map<string, T>();
+  for (const item of items) {
+    const k = key(item);
+    if (k !== undefined && !map.has(k)) map.set(k, item);
+  }
+  return map;
+}
+
+/**
+ * What the kernel holds once a plan for `peers` has been applied in full:
+ * planning against it (instead of a fresh readActual) gives only the
+ * commands a change of the peers needs (planChanges). Cheap: no exec, no
+ * parsing of the kernel's lists.
+ */
+export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = []): Actual {
+  const actual: Required<Actual> = { neigh: [], fdb: [], routes: [], direct: [] };
+  for (const p of peers) {
+    const dst = p.subnet.toString();
+    if (direct.length && isDirectPeer(p, direct)) {
+      actual.direct.push({ dst, gateway: p.publicIP });
+      continue;
+    }
+    actual.neigh.push({ dst: p.vtepIP, lladdr: p.mac, state: ['PERMANENT'] });
+    actual.fdb.push({ mac: p.mac, dst: p.publicIP, state: 'permanent' });
+    actual.routes.push({ dst, gateway: p.vtepIP, flags: ['onlink'] });
+  }
+  return actual;
+}
+
+/** Peer lists indexed by subnet, kept while the list lives: this pass's `after` is the next one's `before`. */
+const indexes = new WeakMap<readonly Peer[], Map<string, Peer>>();
+function bySubnet(peers: readonly Peer[]): Map<string, Peer> {
+  let m = indexes.get(peers);
+  if (!m) {
+    m = new Map();
+    for (const p of peers) m.set(p.key ?? p.subnet.toString(), p);
+    indexes.set(peers, m);
+  }
+  return m;
+}
+
+const samePeer = (a: Peer, b: Peer) => a.mac === b.mac && a.publicIP === b.publicIP && a.vtepIP === b.vtepIP;
+
+/**
+ * The commands that take the peers from `before` (as programmed by an
+ * earlier plan that was applied in full) to `after`, without reading the
+ * kernel: what a change seen by the watch needs. Only the peers that changed
+ * are planned, with those sharing a VTEP MAC with them (their FDB entry is
+ * one): the cost follows the change, not the cluster (beyond indexing the
+ * two lists by key). Drift (entries removed by hand) is left to the periodic
+ * full pass (planPeers on readActual).
+ */
+export function planChanges(before: readonly Peer[], after: readonly Peer[], dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
+  const was = bySubnet(before);
+  const now = bySubnet(after);
+  const changed = new Set<string>();
+  for (const [key, p] of now) {
+    const q = was.get(key);
+    if (!q || !samePeer(p, q)) changed.add(key);
+  }
+  for (const key of was.keys()) if (!now.has(key)) changed.add(key);
+  // peers sharing a MAC with a changed one: the FDB entry is theirs too
+  const macs = new Set<string>();
+  for (const key of changed) for (const p of [was.get(key), now.get(key)]) if (p) macs.add(p.mac);
+  const involved = new Set(changed);
+  for (const m of [was, now]) for (const [key, p] of m) if (macs.has(p.mac)) involved.add(key);
+  const pick = (m: Map<string, Peer>) => [...involved].map((k) => m.get(k)).filter((p): p is Peer => !!p);
+  return planPeers(pick(now), programmed(pick(was), direct), dev, network, direct);
 }
 
 /**
@@ -260,10 +350,10 @@ function planDirect(
     add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
     note(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`, p);
   }
+  const present = new Set((actual.direct ?? []).map((e) => `${Prefix.parse(e.dst)?.toString()} via ${norm(e.gateway)}`));
   for (const p of peers) {
     const dst = p.subnet.toString();
-    const r = actual.direct?.find((e) => Prefix.parse(e.dst)?.toString() === dst && norm(e.gateway) === p.publicIP);
-    if (r) continue;
+    if (present.has(`${dst} via ${p.publicIP}`)) continue;
     add('ipLast', routeReplace({ dst, gw: p.publicIP }));
     note(`route ${dst} via ${p.publicIP} (direct): added`, p);
   }

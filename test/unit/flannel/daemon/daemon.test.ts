@@ -6,10 +6,12 @@
 // overlay makes the daemon set net.ipv6.conf.all.forwarding of its own
 // namespace, the machine's): flannel-ipv6.test.ts runs those in namespaces.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Daemon, DaemonOptions } from '../../../../src/flannel/daemon/daemon';
+import { DaemonMetrics } from '../../../../src/flannel/daemon/metrics';
+import { Prefix } from '../../../../src/net/ip';
 import { StoreManager } from '../../../../src/flannel/store/store-manager';
 import { FakeFirewall } from '../../../support/fake-firewall';
 import { FakeKernel, type FakeLink } from '../../../support/fake-kernel';
@@ -313,6 +315,60 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(masq).toHaveLength(1);
     expect(masq[0]).toMatch(/ masquerade comment/);
     expect(masq[0]).not.toMatch(/fully-random/);
+  });
+
+  it('a change seen by the watch is applied without reading the kernel\'s tables; the periodic full pass repairs drift', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    await daemon({ reconcileMs: 400 }).start();
+    node.calls.length = 0;
+    store.put('10.88.3.0-24', peerValue(3), 600);
+    await waitFor('the new peer', () => programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3'));
+    const shows = () => node.calls.map((c) => c.argv.join(' ')).filter((c) => / show /.test(c));
+    expect(shows()).toEqual([]);
+    // an entry removed by hand: nothing watches the kernel, the full pass puts it back
+    const routes = node.routesIn();
+    routes.splice(routes.findIndex((r) => r.dst === '10.88.2.0/24'), 1);
+    await waitFor('the route put back', () => programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2'));
+    expect(shows().some((c) => c.includes('route show dev flannel.1'))).toBe(true);
+  });
+
+  it('/metrics: peers, changes, passes and this node\'s pod addresses, as the cluster built here has them', async () => {
+    const ipam = join(dir, 'networks');
+    mkdirSync(join(ipam, 'cbr0'), { recursive: true });
+    for (const f of ['10.88.1.2', '10.88.1.3', '10.88.9.7', 'last_reserved_ip.0', 'lock']) writeFileSync(join(ipam, 'cbr0', f), 'x');
+    mkdirSync(join(ipam, 'other'));
+    writeFileSync(join(ipam, 'other', '10.99.0.2'), 'x'); // another network's reservation: not ours
+    const metrics = new DaemonMetrics({ ipamDir: ipam, relists: () => 4 });
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    store.put('10.88.3.0-24', peerValue(3), 600);
+    const d = new Daemon(new StoreManager(store, { leaseTtlS: 3600, previous: { subnet: Prefix.parse('10.88.1.0/24')! } }), {
+      iface: 'eth0', subnetFile: join(dir, 'subnet.env'), reconcileMs: 60_000, releaseOnExit: false, log: (msg) => logs.push(msg), metrics,
+      traffic: { ipMasq: false, randomFully: true, forwardRules: false, resyncMs: 60_000 },
+    });
+    daemons.push(d);
+    await d.start();
+    const value = (series: string) => {
+      const line = metrics.render().split('\n').find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    };
+    expect(value('flannel_peers{family="ipv4"}')).toBe(2);
+    expect(value('flannel_peer_changes_applied_total{family="ipv4"}')).toBe(6); // neighbour, FDB entry, route each
+    expect(value('flannel_reconcile_passes_total{kind="full",result="ok"}')).toBe(1);
+    expect(value('flannel_reconcile_duration_seconds_count{kind="full"}')).toBe(1);
+    expect(value('flannel_reconcile_cpu_seconds_total{kind="full"}')).toBeGreaterThan(0);
+    expect(value('flannel_last_reconcile_success_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 60);
+    expect(value('flannel_relists_total')).toBe(4);
+    expect(value('flannel_pod_addresses{network="cbr0",family="ipv4",state="in_use"}')).toBe(2);
+    expect(value('flannel_pod_addresses{network="cbr0",family="ipv4",state="free"}')).toBe(251); // 256 - network, gateway, broadcast - 2
+    expect(metrics.render()).not.toMatch(/network="other"/);
+    store.put('10.88.4.0-24', peerValue(4), 600);
+    store.del('10.88.2.0-24');
+    await waitFor('the changes pass', () => value('flannel_peers{family="ipv4"}') === 2 && programmed(node, '10.88.4.0/24', peerMac(4), '192.168.88.4'));
+    expect(value('flannel_reconcile_passes_total{kind="changes",result="ok"}')).toBeGreaterThanOrEqual(1);
+    expect(value('flannel_peer_changes_applied_total{family="ipv4"}')).toBe(12);
+    expect(value('flannel_peer_changes_failed_total{family="ipv4"}')).toBeUndefined();
+    // the exposition is well formed: every sample line is "name{labels} number", every family typed
+    for (const l of metrics.render().trim().split('\n')) expect(l).toMatch(/^(# (HELP|TYPE) flannel_\w+ .+|flannel_\w+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? ([-+0-9.e]+|\+Inf))$/);
   });
 
   it('health: reasons until the lease is held and the overlay programmed; ready once started; answered from memory (no command per probe)', async () => {

@@ -38,6 +38,15 @@ describe('health endpoints', () => {
     expect(await get('/healthz')).toEqual([503, 'not ready: cannot tell\n']);
   });
 
+  it('/metrics: the registry\'s text, as Prometheus reads it; no registry, no route', async () => {
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => undefined }, { render: () => 'flannel_peers{family="ipv4"} 3\n' });
+    const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
+    expect([res.status, res.headers.get('content-type'), await res.text()]).toEqual([200, 'text/plain; version=0.0.4; charset=utf-8', 'flannel_peers{family="ipv4"} 3\n']);
+    await server.close();
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => undefined });
+    expect((await get('/metrics'))[0]).toBe(404);
+  });
+
   it('a port in use is an error at start', async () => {
     server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => undefined });
     await expect(serveHealth({ ip: '127.0.0.1', port: server.port }, { live: () => undefined, ready: () => undefined })).rejects.toThrow(/EADDRINUSE/);

@@ -95,7 +95,7 @@ describe('planRoutes', () => {
 });
 
 describe('HostGwNetwork', () => {
-  const ctx = { log: () => {}, problems: new Reporter(() => {}) };
+  const ctx = { log: () => {}, problems: new Reporter(() => {}), resync: () => {} };
   const DUAL = parseNetworkConfig('{"Network":"10.244.0.0/16","EnableIPv6":true,"IPv6Network":"fd00:10:244::/56","Backend":{"Type":"host-gw"}}');
   const ext = { dev: 'eth0', localIP: ip('192.168.1.1'), publicIP: ip('192.168.1.1'), localIPv6: ip('fd88::1'), publicIPv6: ip('fd88::1'), mtu: 9000, subnets: [] };
   it('advertises flanneld\'s host-gw lease (no backend data), the interface\'s full MTU', async () => {

@@ -288,7 +288,7 @@ describe('IPv6 peers on flannel-v6.<VNI>', () => {
       self6,
       net6,
     );
-    expect(peers).toEqual([{ subnet: P('fd88:0:1:2::/64'), vtepIP: 'fd88:0:1:2::', mac: '0a:00:00:00:06:02', publicIP: 'fd88:88::2' }]);
+    expect(peers).toEqual([{ subnet: P('fd88:0:1:2::/64'), key: 'fd88:0:1:2::/64', vtepIP: 'fd88:0:1:2::', mac: '0a:00:00:00:06:02', publicIP: 'fd88:88::2' }]);
     expect(skipped).toEqual([
       'lease 10.88.3.0/24: no IPv6 subnet (its node is not reachable over IPv6)',
       'lease 10.88.4.0/24 + fd88:0:1:4::/64: no BackendV6Data.VtepMAC',
@@ -299,7 +299,7 @@ describe('IPv6 peers on flannel-v6.<VNI>', () => {
   });
   it('the IPv4 side of the same dual-stack leases uses BackendData and PublicIP', () => {
     const { peers } = desiredPeers([dual(1), dual(2)], { subnet: P('10.88.1.0/24'), publicIP: IP.parse('192.168.88.1')!, vni: 1 }, net);
-    expect(peers).toEqual([{ subnet: P('10.88.2.0/24'), vtepIP: '10.88.2.0', mac: '0a:00:00:00:04:02', publicIP: '192.168.88.2' }]);
+    expect(peers).toEqual([{ subnet: P('10.88.2.0/24'), key: '10.88.2.0/24', vtepIP: '10.88.2.0', mac: '0a:00:00:00:04:02', publicIP: '192.168.88.2' }]);
   });
   it('a new peer: neighbour, FDB (dst = PublicIPv6), route via its subnet address onlink', () => {
     const plan = planPeers(desiredPeers([dual(2)], self6, net6).peers, { neigh: [], fdb: [], routes: [] }, 'flannel-v6.1', net6);

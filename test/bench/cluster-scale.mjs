@@ -1,0 +1,443 @@
+// Bench "cluster scale": one node's `vxlan-flannel daemon --kube-subnet-mgr`
+// against the stand-in API server (test/support/kube-apiserver.ts) holding N
+// Nodes annotated as flanneld annotates them, everything else idle, as an
+// operator of a large cluster would see it. Both run in a throwaway network
+// namespace (the daemon's underlay is one end of a veth pair there).
+//
+//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,etcd,file)
+//
+// Per N, medians over SCALE_REPEAT rounds where it makes sense:
+// - all peers programmed: the daemon's start until every peer's route is on
+//   flannel.1; beside it the kernel floor: `ip -batch` / `bridge -batch` of
+//   the same neighbours, FDB entries and routes on a fresh VTEP;
+// - one Node changed (VtepMAC, PublicIP, podCIDR, flannel's annotations
+//   removed, deleted): from the API write until the kernel shows it, with the
+//   daemon's CPU time for it (utime+stime from /proc);
+// - 100 Nodes created back to back, 100 deleted: until all are programmed /
+//   cleaned; daemon CPU per Node;
+// - RSS after start and at the end; the daemon's CPU while every Node's
+//   status is rewritten once per 10 s (kubelets' heartbeats);
+// - one periodic full reconcile pass (the daemon's /metrics histogram).
+// With the etcd and file stores (SCALE_STORE=kube,etcd,file by default): the
+// same peers as N leases: the new node's own lease chosen and written, all
+// peers programmed, one lease changed.
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { median, table } from './lib.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../..');
+// SCALE_DAEMON: another build to compare (e.g. of an older commit)
+const DAEMON = process.env.SCALE_DAEMON ?? join(root, 'bin/vxlan-flannel');
+const NS = 'cnibench-scale';
+const NETNS = `/run/netns/${NS}`;
+const SIZES = (process.env.SCALE_NODES ?? '1000,5000').split(',').map(Number);
+const REPEAT = Number(process.env.SCALE_REPEAT ?? 5);
+const STORES = (process.env.SCALE_STORE ?? 'kube,etcd,file').split(',');
+const P = 'flannel.alpha.coreos.com';
+const HZ = 100; // USER_HZ: /proc's CPU times are in these ticks
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const ipn = (...args) => execFileSync('ip', ['-n', NS, ...args], { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] });
+
+// Node i (1..N) is a peer; node 0 is ours. Subnets 10.128.0.0/9 in /24s.
+const subnetOf = (i) => `10.${128 + (i >> 8)}.${i & 255}.0/24`;
+const vtepIp = (i) => `10.${128 + (i >> 8)}.${i & 255}.0`;
+const publicIp = (i, gen = 0) => `172.${16 + gen}.${i >> 8}.${i & 255}`;
+const mac = (i, gen = 0) => `0a:58:${gen.toString(16).padStart(2, '0')}:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+const nodeName = (i) => `node-${i}`;
+
+/** A Node as the kubelet registers it, with flanneld's annotations. */
+function kubeNode(i) {
+  return {
+    metadata: {
+      name: nodeName(i),
+      labels: { 'kubernetes.io/hostname': nodeName(i), 'kubernetes.io/os': 'linux', 'node.kubernetes.io/instance-type': 'm5.large' },
+      annotations: {
+        'node.alpha.kubernetes.io/ttl': '0',
+        'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
+        ...(i === 0 ? {} : {
+          [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"${mac(i)}"}`,
+          [`${P}/backend-type`]: 'vxlan',
+          [`${P}/kube-subnet-manager`]: 'true',
+          [`${P}/public-ip`]: publicIp(i),
+        }),
+      },
+    },
+    spec: { podCIDR: subnetOf(i), podCIDRs: [subnetOf(i)] },
+    status: heartbeatStatus(0),
+  };
+}
+
+/** The status a kubelet writes every 10 s: conditions with fresh heartbeat times, capacity, images. */
+function heartbeatStatus(tick) {
+  const t = new Date(Date.UTC(2026, 0, 1) + tick * 10_000).toISOString();
+  const cond = (type, status, reason) => ({ type, status, reason, message: `kubelet ${reason}`, lastHeartbeatTime: t, lastTransitionTime: '2026-01-01T00:00:00Z' });
+  return {
+    conditions: [cond('MemoryPressure', 'False', 'KubeletHasSufficientMemory'), cond('DiskPressure', 'False', 'KubeletHasNoDiskPressure'), cond('PIDPressure', 'False', 'KubeletHasSufficientPID'), cond('Ready', 'True', 'KubeletReady')],
+    capacity: { cpu: '2', memory: '8012345Ki', pods: '110' },
+    allocatable: { cpu: '2', memory: '7909945Ki', pods: '110' },
+    nodeInfo: { kubeletVersion: 'v1.30.0', containerRuntimeVersion: 'containerd://1.7.0', kernelVersion: '6.1.0', osImage: 'Debian GNU/Linux 12 (bookworm)' },
+    images: Array.from({ length: 8 }, (_, k) => ({ names: [`registry.example/image-${k}@sha256:${'ab'.repeat(32)}`, `registry.example/image-${k}:v1`], sizeBytes: 1e7 + k })),
+  };
+}
+
+// --- the stand-in API server, in the namespace ---
+async function startApi(dir) {
+  const bundle = join(dir, 'kube-apiserver.mjs');
+  await build({ entryPoints: [join(root, 'test/support/kube-apiserver-main.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile: bundle, logLevel: 'warning' });
+  const controlSocket = join(dir, 'control.sock');
+  writeFileSync(join(dir, 'api.json'), JSON.stringify({ host: '127.0.0.1', controlSocket, historyLimit: 20000 }));
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, bundle, join(dir, 'api.json')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((res, rej) => {
+    let out = '';
+    child.stdout.on('data', (b) => {
+      out += b;
+      if (out.includes('\n')) res(JSON.parse(out.split('\n')[0]).url);
+    });
+    child.once('exit', (c) => rej(new Error(`the stand-in API server exited ${c}`)));
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  const call = (hook, ...args) =>
+    new Promise((res, rej) => {
+      const req = http.request({ socketPath: controlSocket, agent, path: `/_test/${hook}`, method: 'POST', headers: { 'content-type': 'application/json' } }, (r) => {
+        let body = '';
+        r.on('data', (b) => (body += b));
+        r.on('end', () => (r.statusCode === 200 ? res(JSON.parse(body).result) : rej(new Error(`${hook}: ${r.statusCode} ${body}`))));
+      });
+      req.on('error', rej);
+      req.end(JSON.stringify(args));
+    });
+  return { url, call, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))), pid: child.pid };
+}
+
+/** Runs `fn(i)` for each i with `width` at a time. */
+async function parallel(items, width, fn) {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < items.length) await fn(items[next++]);
+  }));
+}
+
+// --- the daemon ---
+function cpuTicks(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return Number(f[11]) + Number(f[12]); // utime, stime
+}
+const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+
+function startDaemon(dir, args) {
+  const log = join(dir, 'daemon.log');
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, DAEMON, 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (b) => (stderr += b));
+  return { child, pid: child.pid, log: () => stderr, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))) };
+}
+
+const routeCount = () => ipn('route', 'show', 'dev', 'flannel.1').split('\n').filter((l) => l.includes(' via ')).length;
+const neighOf = (i) => ipn('neigh', 'show', 'to', vtepIp(i), 'dev', 'flannel.1');
+const routeTo = (i) => ipn('route', 'show', 'to', 'exact', subnetOf(i), 'dev', 'flannel.1');
+const fdbOf = (m) => execFileSync('bridge', ['-n', NS, 'fdb', 'show', 'dev', 'flannel.1'], { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] }).split('\n').filter((l) => l.startsWith(m)).join('\n');
+
+/** Polls `cond` (cheap kernel reads) until true; returns the ms since `t0`. */
+async function until(cond, t0, what, limitMs = 120_000) {
+  for (;;) {
+    let ok = false;
+    try {
+      ok = cond();
+    } catch {}
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (ok) return ms;
+    if (ms > limitMs) throw new Error(`timed out after ${limitMs} ms waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** The kernel floor: the same N neighbours, FDB entries and routes by `ip -batch` / `bridge -batch` on a fresh VTEP. */
+function kernelFloor(n) {
+  ipn('link', 'add', 'floor.9', 'type', 'vxlan', 'id', '9', 'local', '192.168.200.1', 'dstport', '8472', 'nolearning');
+  ipn('link', 'set', 'floor.9', 'up');
+  ipn('addr', 'add', '10.255.255.255/32', 'dev', 'floor.9');
+  const ids = Array.from({ length: n }, (_, k) => k + 1);
+  const neigh = ids.map((i) => `neigh replace ${vtepIp(i)} lladdr ${mac(i)} dev floor.9 nud permanent`).join('\n');
+  const fdb = ids.map((i) => `fdb replace ${mac(i)} dev floor.9 dst ${publicIp(i)} self permanent`).join('\n');
+  const routes = ids.map((i) => `route replace ${subnetOf(i)} via ${vtepIp(i)} dev floor.9 onlink`).join('\n');
+  const t0 = process.hrtime.bigint();
+  execFileSync('ip', ['-n', NS, '-batch', '-'], { input: neigh });
+  execFileSync('bridge', ['-n', NS, '-batch', '-'], { input: fdb });
+  execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  ipn('link', 'del', 'floor.9');
+  return ms;
+}
+
+/** The daemon's /metrics as name{labels} -> value. */
+async function metrics() {
+  const text = await new Promise((res, rej) => {
+    const child = spawn('nsenter', [`--net=${NETNS}`, '--', 'curl', '-sf', 'http://127.0.0.1:18081/metrics'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (b) => (out += b));
+    child.once('exit', (c) => (c === 0 ? res(out) : rej(new Error(`curl /metrics exited ${c}`))));
+  });
+  return new Map(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
+}
+
+/** The CPU the daemon spent in changes passes so far (its /metrics), in ms; undefined without /metrics (older builds). */
+async function changesCpuMs() {
+  try {
+    return (await metrics()).get('flannel_reconcile_cpu_seconds_total{kind="changes"}') * 1000;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One change, timed from the write until `done()`, with the daemon's CPU for
+ * it: from its own count of the CPU its changes passes used when it has one
+ * (/metrics), else the process's whole CPU over the change and 150 ms after
+ * (which then also holds whatever else ran meanwhile: periodic passes, resyncs).
+ */
+async function timedChange(d, write, done, what) {
+  const p0 = await changesCpuMs();
+  const c0 = cpuTicks(d.pid);
+  const t0 = process.hrtime.bigint();
+  await write();
+  const ms = await until(done, t0, what);
+  await sleep(150); // the tail of the daemon's work after the kernel shows the change (logging, metrics)
+  const p1 = p0 === undefined ? undefined : await changesCpuMs();
+  return { ms, cpuMs: p1 !== undefined ? p1 - p0 : ((cpuTicks(d.pid) - c0) * 1000) / HZ };
+}
+
+function setupNs() {
+  spawnSync('ip', ['netns', 'del', NS]);
+  execFileSync('ip', ['netns', 'add', NS]);
+  ipn('link', 'set', 'lo', 'up');
+  ipn('link', 'add', 'ul0', 'type', 'veth', 'peer', 'name', 'ul1');
+  ipn('link', 'set', 'ul1', 'up');
+  ipn('addr', 'add', '192.168.200.1/24', 'dev', 'ul0');
+  ipn('link', 'set', 'ul0', 'up');
+}
+
+const NET_CONF = JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan' } });
+const s = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
+
+async function benchKube(n, dir) {
+  const api = await startApi(dir);
+  const out = { store: 'kube', n };
+  let d;
+  try {
+    const all = Array.from({ length: n + 1 }, (_, i) => i);
+    await parallel(all, 16, (i) => api.call('createNode', kubeNode(i)));
+    out.floor = kernelFloor(n);
+    writeFileSync(join(dir, 'kubeconfig'), `apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: "${api.url}"\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n`);
+    writeFileSync(join(dir, 'net-conf.json'), NET_CONF);
+    const t0 = process.hrtime.bigint();
+    d = startDaemon(dir, ['--kube-subnet-mgr', '--kubeconfig-file', join(dir, 'kubeconfig'), '--node-name', nodeName(0), '--net-config-path', join(dir, 'net-conf.json')]);
+    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
+    await sleep(1000);
+    out.rssStart = rssMiB(d.pid);
+    try {
+      out.startPass = (await metrics()).get('flannel_reconcile_duration_seconds_sum{kind="full"}');
+    } catch {}
+
+    const rounds = Array.from({ length: REPEAT }, (_, k) => k + 1);
+    const patchAnn = (i, ann) => api.call('patchNode', nodeName(i), { metadata: { annotations: ann } });
+    const results = { mac: [], ip: [], cidr: [], unannotated: [], deleted: [] };
+    for (const r of rounds) {
+      const i = r * 7;
+      results.mac.push(await timedChange(d, () => patchAnn(i, { [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"${mac(i, r)}"}` }), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
+      const j = r * 7 + 1;
+      results.ip.push(await timedChange(d, () => patchAnn(j, { [`${P}/public-ip`]: publicIp(j, r) }), () => fdbOf(mac(j)).includes(publicIp(j, r)), 'the new PublicIP'));
+      const k = r * 7 + 2;
+      const moved = n + 300 + r; // a podCIDR no Node has
+      results.cidr.push(await timedChange(d, () => api.call('patchNode', nodeName(k), { spec: { podCIDR: subnetOf(moved), podCIDRs: [subnetOf(moved)] } }), () => routeTo(moved).includes('via') && !routeTo(k).includes('via'), 'the new podCIDR'));
+      const u = r * 7 + 3;
+      results.unannotated.push(await timedChange(d, () => patchAnn(u, { [`${P}/backend-data`]: null, [`${P}/backend-type`]: null, [`${P}/public-ip`]: null, [`${P}/kube-subnet-manager`]: null }), () => !routeTo(u).includes('via'), 'the route gone'));
+      const del = r * 7 + 4;
+      results.deleted.push(await timedChange(d, () => api.call('deleteNode', nodeName(del)), () => !routeTo(del).includes('via'), 'the route gone'));
+    }
+    for (const [k, v] of Object.entries(results)) out[k] = { ms: median(v.map((x) => x.ms)), cpuMs: median(v.map((x) => x.cpuMs)) };
+    const base = routeCount();
+
+    // 100 Nodes created back to back, then deleted
+    const extra = Array.from({ length: 100 }, (_, k) => n + 1 + k); // Nodes beyond the N
+    let c0 = cpuTicks(d.pid);
+    let t = process.hrtime.bigint();
+    await parallel(extra, 4, (i) => api.call('createNode', kubeNode(i)));
+    out.created = await until(() => routeCount() === base + 100, t, '100 new routes');
+    await sleep(300);
+    out.cpuPerNew = ((cpuTicks(d.pid) - c0) * 1000) / HZ / 100;
+    c0 = cpuTicks(d.pid);
+    t = process.hrtime.bigint();
+    await parallel(extra, 4, (i) => api.call('deleteNode', nodeName(i)));
+    out.deleted100 = await until(() => routeCount() === base, t, '100 routes gone');
+    await sleep(300);
+    out.cpuPerDeleted = ((cpuTicks(d.pid) - c0) * 1000) / HZ / 100;
+
+    // heartbeats: every Node's status rewritten once in 10 s, for 10 s
+    const names = all.filter((i) => i % 7 > 4 || i > 7 * REPEAT + 7);
+    c0 = cpuTicks(d.pid);
+    t = process.hrtime.bigint();
+    const perMs = names.length / 10_000;
+    let sent = 0;
+    await parallel(names, 8, async (i) => {
+      const due = sent++ / perMs;
+      const now = Number(process.hrtime.bigint() - t) / 1e6;
+      if (due > now) await sleep(due - now);
+      await api.call('patchNode', nodeName(i), { status: heartbeatStatus(1) });
+    });
+    const wall = Number(process.hrtime.bigint() - t) / 1e6;
+    out.heartbeatCpu = (((cpuTicks(d.pid) - c0) * 1000) / HZ / wall) * 100;
+    out.heartbeatWall = wall;
+    out.rssEnd = rssMiB(d.pid);
+    try {
+      const m = await metrics();
+      // the periodic passes (the first full pass, at start, programmed everything: left out)
+      const sum = m.get('flannel_reconcile_duration_seconds_sum{kind="full"}');
+      const count = m.get('flannel_reconcile_duration_seconds_count{kind="full"}');
+      if (count > 1) out.fullPass = ((sum - out.startPass) / (count - 1)) * 1000;
+    } catch {}
+  } catch (err) {
+    console.error(d?.log().slice(-3000));
+    throw err;
+  } finally {
+    await d?.stop();
+    await api.stop();
+  }
+  return out;
+}
+
+/** The embedded file store with N leases: the new node's lease chosen and written, all peers programmed, one lease changed. */
+async function benchFile(n, dir) {
+  const out = { store: 'file', n };
+  const leaseDir = join(dir, 'leases');
+  mkdirSync(join(leaseDir, 'subnets'), { recursive: true, mode: 0o700 });
+  writeFileSync(join(leaseDir, 'config'), JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan', VNI: 1 } }));
+  const exp = new Date(Date.now() + 86400_000).toISOString();
+  const leaseText = (i, gen = 0) => JSON.stringify({ PublicIP: publicIp(i), BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: mac(i, gen) }, Expiration: exp });
+  for (let i = 1; i <= n; i++) writeFileSync(join(leaseDir, 'subnets', subnetOf(i).replace('/', '-')), leaseText(i));
+  out.floor = kernelFloor(n);
+  let d;
+  try {
+    const t0 = process.hrtime.bigint();
+    d = startDaemon(dir, ['--lease-dir', leaseDir]);
+    out.leased = await until(() => /lease .* \(new\)/.test(d.log()), t0, 'our lease');
+    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
+    await sleep(1000);
+    const changes = [];
+    for (let r = 1; r <= REPEAT; r++) {
+      const i = r * 11;
+      changes.push(await timedChange(d, () => writeFileSync(join(leaseDir, 'subnets', subnetOf(i).replace('/', '-')), leaseText(i, r)), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
+    }
+    out.mac = { ms: median(changes.map((x) => x.ms)), cpuMs: median(changes.map((x) => x.cpuMs)) };
+    out.rssEnd = rssMiB(d.pid);
+  } catch (err) {
+    console.error(d?.log().slice(-3000));
+    throw err;
+  } finally {
+    await d?.stop();
+  }
+  return out;
+}
+
+/** etcd (in the namespace) with N leases in flannel's schema: as the file store. */
+async function benchEtcd(n, dir) {
+  const out = { store: 'etcd', n };
+  const etcd = spawn('etcd', ['--data-dir', join(dir, 'etcd'), '--listen-client-urls', 'http://127.0.0.1:23790', '--advertise-client-urls', 'http://127.0.0.1:23790', '--listen-peer-urls', 'http://127.0.0.1:23800', '--initial-advertise-peer-urls', 'http://127.0.0.1:23800', '--initial-cluster', 'default=http://127.0.0.1:23800', '--log-level', 'error'], { stdio: 'ignore' });
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts: 'http://127.0.0.1:23790' });
+  let d;
+  try {
+    for (let k = 0; ; k++) {
+      try {
+        await client.put('/coreos.com/network/config').value(JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan', VNI: 1 } }));
+        break;
+      } catch (err) {
+        if (k > 100) throw err;
+        await sleep(100);
+      }
+    }
+    const lease = client.lease(86400, { autoKeepAlive: false });
+    const value = (i, gen = 0) => JSON.stringify({ PublicIP: publicIp(i), PublicIPv6: null, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: mac(i, gen) } });
+    const key = (i) => `/coreos.com/network/subnets/${subnetOf(i).replace('/', '-')}`;
+    const ids = Array.from({ length: n }, (_, k) => k + 1);
+    await parallel(ids, 16, (i) => lease.put(key(i)).value(value(i)));
+    out.floor = kernelFloor(n);
+    const t0 = process.hrtime.bigint();
+    d = startDaemon(dir, ['--etcd-endpoints', 'http://127.0.0.1:23790']);
+    out.leased = await until(() => /lease .* \(new\)/.test(d.log()), t0, 'our lease');
+    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
+    await sleep(1000);
+    const changes = [];
+    for (let r = 1; r <= REPEAT; r++) {
+      const i = r * 11;
+      changes.push(await timedChange(d, () => lease.put(key(i)).value(value(i, r)), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
+    }
+    out.mac = { ms: median(changes.map((x) => x.ms)), cpuMs: median(changes.map((x) => x.cpuMs)) };
+    out.rssEnd = rssMiB(d.pid);
+  } catch (err) {
+    console.error(d?.log().slice(-3000));
+    throw err;
+  } finally {
+    await d?.stop();
+    client.close();
+    etcd.kill('SIGTERM');
+    await new Promise((r) => etcd.once('exit', r));
+  }
+  return out;
+}
+
+// Inner: one configuration, run inside the namespace (so that etcd and the API server are on its
+// loopback for this process too); the result as one JSON line on stdout.
+if (process.argv[2] === '--inner') {
+  const [store, n, dir] = [process.argv[3], Number(process.argv[4]), process.argv[5]];
+  const r = store === 'kube' ? await benchKube(n, dir) : store === 'etcd' ? await benchEtcd(n, dir) : await benchFile(n, dir);
+  process.stdout.write(JSON.stringify(r) + '\n');
+  process.exit(0);
+}
+
+if (process.getuid() !== 0) {
+  console.error('cluster-scale: needs root (network namespaces)');
+  process.exit(1);
+}
+const rows = [];
+for (const store of STORES) {
+  for (const n of SIZES) {
+    const dir = mkdtempSync(join(tmpdir(), 'cnibench-scale-'));
+    try {
+      setupNs();
+      const inner = spawnSync('nsenter', [`--net=${NETNS}`, '--', process.execPath, fileURLToPath(import.meta.url), '--inner', store, String(n), dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: process.env });
+      if (inner.status !== 0) throw new Error(`${store} with ${n}: exited ${inner.status}`);
+      const r = JSON.parse(inner.stdout.trim().split('\n').pop());
+      rows.push(r);
+      console.error(JSON.stringify(r));
+    } finally {
+      spawnSync('ip', ['netns', 'del', NS]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+const ch = (c) => (c ? `${s(c.ms)} (${c.cpuMs.toFixed(0)} ms CPU)` : '-');
+console.log(`\ncluster scale: one daemon, N peers; medians of ${REPEAT} changes each (wall from the write until the kernel shows it; daemon CPU in the changes pass); full pass: a periodic one's mean`);
+const kube = rows.filter((r) => r.store === 'kube');
+if (kube.length) {
+  table([
+    ['N Nodes', 'all peers programmed', 'kernel floor', 'ratio', 'VtepMAC changed', 'PublicIP changed', 'podCIDR changed', 'annotations removed', 'deleted', '100 created', 'CPU/new Node', '100 deleted', 'RSS', 'heartbeats (CPU)', 'full pass'],
+    ...kube.map((r) => [r.n, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
+  ]);
+}
+const stores = rows.filter((r) => r.store !== 'kube');
+if (stores.length) {
+  console.log('\netcd and file store: N leases (times from the daemon\'s start)');
+  table([
+    ['store', 'N leases', 'own lease chosen+written', 'all peers programmed', 'kernel floor', 'VtepMAC changed', 'RSS'],
+    ...stores.map((r) => [r.store, r.n, s(r.leased), s(r.start), s(r.floor), ch(r.mac), `${r.rssEnd.toFixed(0)} MiB`]),
+  ]);
+}
