@@ -5,7 +5,7 @@ import { baseProgram, runProgram } from './program';
 import { boolOption, collect, optionsFromEnv } from './flanneld-flags';
 import { IP, Prefix } from '../net/ip';
 import { formatLeases, leaseRows, releaseSubnet } from '../flannel/commands/leases';
-import { NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
+import { BACKEND_TYPES, NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
 import { withStore } from '../flannel/store/open-store';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store/store';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
@@ -205,6 +205,7 @@ export async function main(argv: string[]): Promise<void> {
       .option('--ipv6-subnet-min <ip>', 'first IPv6 subnet handed out (IPv6SubnetMin)')
       .option('--ipv6-subnet-max <ip>', 'last IPv6 subnet handed out (IPv6SubnetMax)')
       .option('--ipv6-only', 'no IPv4 overlay (EnableIPv4 false)', false)
+      .option('--backend <type>', 'Backend.Type: vxlan (default) or host-gw (routes via the peers\' addresses: every node on one L2 segment)')
       .option('--vni <n>', 'VXLAN network identifier (default 1)', intArg('--vni', 0, 16777215))
       .option('--port <n>', 'VXLAN UDP port (default 8472)', intArg('--port', 1, 65535))
       .option('--mtu <n>', 'Backend.MTU: the underlay\'s MTU, as flannel reads it; VTEPs get it less 50 (IPv6: 70) (default: the underlay interface\'s)', intArg('--mtu', 118, 65535))
@@ -216,7 +217,9 @@ export async function main(argv: string[]): Promise<void> {
     refuseKube(o, 'network set');
     if (o.ipv6Only && o.network !== undefined) throw new Error('--network and --ipv6-only cannot be given together');
     if (o.ipv6Only && o.ipv6Network === undefined) throw new Error('--ipv6-only needs --ipv6-network');
+    if (o.backend !== undefined && !(BACKEND_TYPES as readonly string[]).includes(o.backend)) throw new Error(`--backend ${JSON.stringify(o.backend)}: must be ${BACKEND_TYPES.join(' or ')}`);
     const text = formatNetworkConfig({
+      ...(o.backend ? { backend: o.backend } : {}),
       network: o.network,
       subnetLen: o.subnetLen,
       subnetMin: o.subnetMin,

@@ -2,8 +2,8 @@
 // with flannel's defaults and checks for SubnetLen, SubnetMin and SubnetMax and
 // their IPv6 counterparts (EnableIPv6, IPv6Network, IPv6SubnetLen,
 // IPv6SubnetMin, IPv6SubnetMax; EnableIPv4 false for an IPv6-only overlay),
-// EnableNFTables, and the vxlan backend's VNI, Port, MTU, DirectRouting, GBP
-// and Learning. Field names match as Go's encoding/json matches them: the
+// EnableNFTables, Backend.Type (vxlan or host-gw), and the vxlan backend's
+// VNI, Port, MTU, DirectRouting, GBP and Learning (host-gw has no settings). Field names match as Go's encoding/json matches them: the
 // exact name first, else any spelling in another case ("mtu", "directRouting").
 import { Family, IP, Prefix } from '../net/ip';
 
@@ -23,7 +23,13 @@ export interface Pool {
   subnetMax: IP;
 }
 
+/** The backends vxlan-flannel runs (Backend.Type): flannel's names. */
+export const BACKEND_TYPES = ['vxlan', 'host-gw'] as const;
+export type BackendType = (typeof BACKEND_TYPES)[number];
+
 export interface NetworkConfig {
+  /** Backend.Type. */
+  backend: BackendType;
   /** IPv4 (Network, SubnetLen, ...); undefined when EnableIPv4 is false. */
   v4?: Pool;
   /** IPv6 (IPv6Network, IPv6SubnetLen, ...); undefined unless EnableIPv6. */
@@ -178,16 +184,16 @@ export function parseNetworkConfig(text: string): NetworkConfig {
   const backend = field(raw, 'Backend');
   if (backend === undefined || backend === null) {
     throw new ConfigError(
-      'network config field "Backend" is missing: flannel then runs its "udp" backend; vxlan-flannel needs "Backend": {"Type": "vxlan"} (Backend.Type must be vxlan)',
+      'network config field "Backend" is missing: flannel then runs its "udp" backend; vxlan-flannel needs "Backend": {"Type": "vxlan"} (Backend.Type must be vxlan or host-gw)',
     );
   }
-  if (!isObject(backend)) throw new ConfigError('network config field "Backend" must be an object with "Type": "vxlan"');
+  if (!isObject(backend)) throw new ConfigError('network config field "Backend" must be an object with "Type": "vxlan" or "host-gw"');
   const type = field(backend, 'Type');
   if (type === undefined || type === null || type === '') {
-    throw new ConfigError('network config field "Backend.Type" is missing (Backend.Type must be vxlan)');
+    throw new ConfigError('network config field "Backend.Type" is missing (Backend.Type must be vxlan or host-gw)');
   }
-  if (type !== 'vxlan') {
-    throw new ConfigError(`network config field "Backend.Type" is ${JSON.stringify(type)}: vxlan-flannel only runs the "vxlan" backend (Backend.Type must be vxlan)`);
+  if (!(BACKEND_TYPES as readonly unknown[]).includes(type)) {
+    throw new ConfigError(`network config field "Backend.Type" is ${JSON.stringify(type)}: vxlan-flannel runs the "vxlan" and "host-gw" backends (Backend.Type must be vxlan or host-gw)`);
   }
   const vni = intField(backend, 'VNI', 'Backend.', 0, 0xffffff) ?? DEFAULT_VNI;
   const port = intField(backend, 'Port', 'Backend.', 0, 65535) || DEFAULT_PORT; // 0 means the default, as in flannel
@@ -196,6 +202,7 @@ export function parseNetworkConfig(text: string): NetworkConfig {
   const mtu = intField(backend, 'MTU', 'Backend.', Math.max(...families.map((f) => MIN_MTU[f] + ENCAP_OVERHEAD[f])), 65535);
   const flag = (key: string) => boolField(backend, key, 'Backend.') ?? false;
   return {
+    backend: type as BackendType,
     ...(v4 ? { v4 } : {}),
     ...(v6 ? { v6 } : {}),
     vni,
@@ -209,6 +216,8 @@ export function parseNetworkConfig(text: string): NetworkConfig {
 }
 
 export interface NetworkConfigOptions {
+  /** Backend.Type (default vxlan). */
+  backend?: BackendType;
   /** IPv4 overlay; absent with ipv4 false. */
   network?: string;
   subnetLen?: number;
@@ -237,7 +246,12 @@ const flag = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`
 
 /** The config JSON `network set` writes, in flannel's field names. */
 export function formatNetworkConfig(opts: NetworkConfigOptions): string {
-  const backend: Record<string, unknown> = { Type: 'vxlan' };
+  const backend: Record<string, unknown> = { Type: opts.backend ?? 'vxlan' };
+  if (opts.backend === 'host-gw') {
+    // host-gw has no settings: refuse the vxlan ones rather than write what nothing reads
+    const vx = (['vni', 'port', 'mtu', 'directRouting', 'gbp', 'learning'] as const).find((k) => opts[k] !== undefined && opts[k] !== false);
+    if (vx) throw new ConfigError(`--${flag(vx)} is a vxlan setting: host-gw has none (its MTU is the interface's)`);
+  }
   if (opts.vni !== undefined) backend.VNI = opts.vni;
   if (opts.port !== undefined) backend.Port = opts.port;
   if (opts.mtu !== undefined) backend.MTU = opts.mtu;

@@ -2,6 +2,8 @@
 // whether its neighbour, FDB entry and route are in place (IPv4 peers on
 // flannel.<VNI>, IPv6 peers on flannel-v6.<VNI>); with DirectRouting, a peer
 // on the VTEP's underlay subnets needs only its route via its public address.
+// With host-gw there is no VTEP: each peer is shown with its route (via its
+// public address, and the device the kernel has it on).
 import { readIfExists } from '../../util/fs';
 import { formatTable } from '../../util/table';
 import { isPermanent } from '../../iproute/neigh';
@@ -15,6 +17,9 @@ import { vtep6Name, vtepName } from '../backend/vxlan/vtep';
 import { getLink, isUp, linkMac, type IpLink } from '../../iproute/link';
 import { vxlanAttrs } from '../../iproute/vxlan';
 import { connectedSubnets } from '../daemon/underlay';
+import { desiredRoutes, readRoutes } from '../backend/host-gw/routes';
+import type { Lease } from '../lease';
+import type { NetworkConfig, Pool } from '../netconfig';
 
 /**
  * Where status reads the network config and the leases: a lease store, or
@@ -41,7 +46,10 @@ interface PeerStatus {
   node?: string;
   subnet: string;
   publicIP: string;
-  vtepMAC: string;
+  /** vxlan. */
+  vtepMAC?: string;
+  /** host-gw: the route the kernel has to the peer's subnet ("via 192.168.1.2 dev eth0"), absent when none. */
+  via?: string;
   /** DirectRouting: routed via its public address, no neighbour or FDB entry needed (absent for VXLAN peers). */
   direct?: true;
   /** Over VXLAN only. */
@@ -62,7 +70,7 @@ interface VtepStatus {
 export interface StatusReport {
   store: string;
   node?: NodeStatus;
-  network?: { network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; vni: number; port: number };
+  network?: { backend: string; network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; vni?: number; port?: number };
   lease?: {
     subnet?: string;
     ipv6Subnet?: string;
@@ -125,10 +133,10 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
   }
   const cfg = parseNetworkConfig(cfgText);
   report.network = {
+    backend: cfg.backend,
     ...(cfg.v4 ? { network: cfg.v4.network.toString(), subnetLen: cfg.v4.subnetLen } : {}),
     ...(cfg.v6 ? { ipv6Network: cfg.v6.network.toString(), ipv6SubnetLen: cfg.v6.subnetLen } : {}),
-    vni: cfg.vni,
-    port: cfg.port,
+    ...(cfg.backend === 'vxlan' ? { vni: cfg.vni, port: cfg.port } : {}),
   };
   const envText = readIfExists(subnetFile);
   const held: LeaseSubnets = envText === undefined ? {} : subnetsOf(parseSubnetEnv(envText));
@@ -152,6 +160,10 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
     ...(a?.v6VtepMAC ? { v6VtepMAC: a.v6VtepMAC } : {}),
   };
   if (!own) report.problems.push(`lease ${describeSubnets(mine)} is not in the store`);
+  if (cfg.backend === 'host-gw') {
+    await hostGwPeers(report, cfg, mine, leases, a?.publicIP, a?.publicIPv6);
+    return report;
+  }
 
   for (const family of [4, 6] as const) {
     const pool = family === 4 ? cfg.v4 : cfg.v6;
@@ -193,6 +205,26 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
   return report;
 }
 
+/** host-gw: each peer's route via its public address (on whichever device the kernel has it). */
+async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: LeaseSubnets, leases: Lease[], publicIP?: IP, publicIPv6?: IP): Promise<void> {
+  for (const family of [4, 6] as const) {
+    const pool: Pool | undefined = family === 4 ? cfg.v4 : cfg.v6;
+    const subnet = subnetOf(mine, family);
+    if (!pool || !subnet) continue;
+    const { peers, skipped } = desiredRoutes(leases, { subnet, publicIP: family === 4 ? publicIP : publicIPv6 }, pool.network);
+    report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
+    const routes = await readRoutes(pool.network);
+    for (const p of peers) {
+      const dst = p.subnet.toString();
+      const r = routes.find((x) => Prefix.parse(x.dst)?.toString() === dst && x.gateway);
+      const route = !!r && same(r.gateway, p.gateway);
+      if (!route) report.problems.push(`peer ${dst}: route via ${p.gateway} missing or wrong`);
+      const st: PeerStatus = { ...(p.node ? { node: p.node } : {}), subnet: dst, publicIP: p.gateway, route, ...(r ? { via: `via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}` } : {}) };
+      (family === 4 ? report.peers : report.ipv6Peers).push(st);
+    }
+  }
+}
+
 export function formatStatus(r: StatusReport): string {
   const lines: string[] = [`store:   ${r.store}`];
   if (r.node) {
@@ -203,7 +235,7 @@ export function formatStatus(r: StatusReport): string {
     const nets: string[] = [];
     if (r.network.network) nets.push(`${r.network.network} (/${r.network.subnetLen} per node)`);
     if (r.network.ipv6Network) nets.push(`${r.network.ipv6Network} (/${r.network.ipv6SubnetLen} per node)`);
-    lines.push(`network: ${nets.join(' + ')}, VNI ${r.network.vni}, port ${r.network.port}`);
+    lines.push(`network: ${nets.join(' + ')}, ${r.network.backend === 'host-gw' ? 'backend host-gw' : `VNI ${r.network.vni}, port ${r.network.port}`}`);
   }
   if (r.lease) {
     const l = r.lease;
@@ -225,8 +257,11 @@ export function formatStatus(r: StatusReport): string {
     lines.push('peers:');
     const ok = (b: boolean | undefined) => (b === undefined ? '-' : b ? 'ok' : 'MISSING');
     const named = all.some((p) => p.node);
-    const rows = all.map((p) => [...(named ? [p.node ?? '-'] : []), p.subnet, p.publicIP, p.vtepMAC, ok(p.neigh), ok(p.fdb), `${ok(p.route)}${p.direct ? ' (direct)' : ''}`]);
-    const table = formatTable([...(named ? ['NODE'] : []), 'SUBNET', 'PUBLIC IP', 'VTEP MAC', 'NEIGH', 'FDB', 'ROUTE'], rows);
+    const routed = r.network?.backend === 'host-gw';
+    const rows = routed
+      ? all.map((p) => [...(named ? [p.node ?? '-'] : []), p.subnet, p.publicIP, `${ok(p.route)}${p.via ? ` (${p.via})` : ''}`])
+      : all.map((p) => [...(named ? [p.node ?? '-'] : []), p.subnet, p.publicIP, p.vtepMAC ?? '-', ok(p.neigh), ok(p.fdb), `${ok(p.route)}${p.direct ? ' (direct)' : ''}`]);
+    const table = formatTable([...(named ? ['NODE'] : []), 'SUBNET', 'PUBLIC IP', ...(routed ? [] : ['VTEP MAC', 'NEIGH', 'FDB']), 'ROUTE'], rows);
     lines.push(...table.trimEnd().split('\n').map((l) => `  ${l}`));
   } else if (r.lease) {
     lines.push('peers:   none');

@@ -5,17 +5,8 @@
 // thing. The reasons are short and carry nothing from the lease store or
 // the kernel's messages (those go to the log): a probe is unauthenticated.
 
-/** One VTEP after a reconcile pass. */
-export interface SideState {
-  vtep: string;
-  up: boolean;
-  /** The peers the leases ask for on this VTEP. */
-  wanted: number;
-  /** Peer subnets whose neighbour, FDB entry or route the kernel refused (or that could not be read). */
-  failed: string[];
-  /** Stale entries the kernel would not remove (they may steer traffic to a node that left). */
-  staleLeft: number;
-}
+import type { SideState } from '../backend/backend';
+export type { SideState };
 
 /** Lists at most three names, then how many more. */
 function some(names: readonly string[]): string {

@@ -4,8 +4,9 @@
 // vxlan backend:
 //
 //   <prefix>/kube-subnet-manager  "true"                         marks a flannel node: the only peers
-//   <prefix>/backend-type         "vxlan"
-//   <prefix>/backend-data         {"VNI":1,"VtepMAC":"0a:..."}   the IPv4 VTEP (flannel.<VNI>), compact JSON
+//   <prefix>/backend-type         "vxlan" (or "host-gw")
+//   <prefix>/backend-data         {"VNI":1,"VtepMAC":"0a:..."}   the IPv4 VTEP (flannel.<VNI>), compact JSON;
+//                                 "null" on a host-gw node (no backend data)
 //   <prefix>/public-ip            "192.168.1.5"                   its IPv4 underlay address
 //   <prefix>/backend-v6-data      {"VNI":1,"VtepMAC":"0a:..."}   the IPv6 VTEP (flannel-v6.<VNI>)
 //   <prefix>/public-ipv6          "2001:db8::5"                   Go's net.IP.String(): RFC 5952
@@ -83,15 +84,17 @@ const backendData = (vni: number | undefined, mac: string | undefined) => JSON.s
 export function ownNodePatch(node: KubeNode, attrs: LeaseAttrs, names: FlannelAnnotations): { metadata: { annotations: Record<string, string | null> } } | undefined {
   const current = node.metadata.annotations ?? {};
   const want: Record<string, string | null> = { [names.backendType]: attrs.backendType };
+  // vxlan: a family is there when it has a VTEP; host-gw (no backend data: flanneld writes "null") when it has a public address
+  const vxlan = attrs.backendType === 'vxlan';
   const family = (data: string, publicKey: string, overwriteKey: string, vni: number | undefined, mac: string | undefined, ip: IP | undefined) => {
-    if (vni === undefined && mac === undefined) {
+    if (vxlan ? vni === undefined && mac === undefined : !ip) {
       want[data] = null;
       want[publicKey] = null;
       return;
     }
     const address = current[overwriteKey] || ip?.toString();
     if (!address) throw new Error(`a lease with ${data} needs its public address`);
-    want[data] = backendData(vni, mac);
+    want[data] = vxlan ? backendData(vni, mac) : 'null';
     want[publicKey] = address;
   };
   family(names.backendData, names.publicIP, names.publicIPOverwrite, attrs.vni, attrs.vtepMAC, attrs.publicIP);

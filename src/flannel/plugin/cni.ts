@@ -244,7 +244,7 @@ async function check(req: Request): Promise<void> {
     if (err instanceof SubnetEnvError) throw new CniError(ErrorCode.Internal, `overlay not ready: ${err.message}`);
     throw err;
   }
-  const problem = await probeVtep(env);
+  const problem = await probeVtep(env, undefined, true); // host-gw: no VTEP to look at
   if (problem) throw new CniError(ErrorCode.Internal, `overlay not ready: ${problem}`);
 }
 
@@ -342,7 +342,7 @@ async function status(req: Request): Promise<void> {
     }
     throw err;
   }
-  const problem = await probeVtep(env);
+  const problem = await probeVtep(env, undefined, true); // host-gw: no VTEP to look at
   if (problem) throw new CniError(ErrorCode.PluginNotAvailable, `overlay not ready: ${problem}`);
   const conf = renderDelegate(req.conf, fc, env);
   await delegate({ command: 'STATUS', type: conf.type as string, field: 'delegate.type', conf, env: delegateEnv(req.inv), path: req.inv.path });

@@ -73,11 +73,11 @@ describe('network config (flannel\'s defaults and checks)', () => {
     ['{"Network":"10.88.0.0/16","SubnetMin":"10.89.0.0"}', /"SubnetMin" 10.89.0.0 is not inside/],
     ['{"Network":"10.88.0.0/16","SubnetMax":"10.88.3.7"}', /"SubnetMax" .* boundary/],
     ['{"Network":"10.88.0.0/16","SubnetMin":"10.88.9.0","SubnetMax":"10.88.3.0"}', /above SubnetMax/],
-    ['{"Network":"10.88.0.0/16","Backend":{"Type":"udp"}}', /"Backend.Type" is "udp": .*\(Backend.Type must be vxlan\)/],
+    ['{"Network":"10.88.0.0/16","Backend":{"Type":"udp"}}', /"Backend.Type" is "udp": .*\(Backend.Type must be vxlan or host-gw\)/],
     // flannel: no Backend is its "udp" backend, a Backend without Type an error; never guessed to be vxlan
-    ['{"Network":"10.88.0.0/16"}', /field "Backend" is missing: flannel then runs its "udp" backend; .*\(Backend.Type must be vxlan\)/],
+    ['{"Network":"10.88.0.0/16"}', /field "Backend" is missing: flannel then runs its "udp" backend; .*\(Backend.Type must be vxlan or host-gw\)/],
     ['{"Network":"10.88.0.0/16","Backend":null}', /field "Backend" is missing/],
-    ['{"Network":"10.88.0.0/16","Backend":{}}', /field "Backend.Type" is missing \(Backend.Type must be vxlan\)/],
+    ['{"Network":"10.88.0.0/16","Backend":{}}', /field "Backend.Type" is missing \(Backend.Type must be vxlan or host-gw\)/],
     ['{"Network":"10.88.0.0/16","Backend":{"VNI":7}}', /field "Backend.Type" is missing/],
     ['{"Network":"10.88.0.0/16","Backend":"vxlan"}', /field "Backend" must be an object/],
     ['{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan","VNI":"1"}}', /Backend.VNI/],
@@ -92,6 +92,15 @@ describe('network config (flannel\'s defaults and checks)', () => {
   ])('rejects %s', (text, msg) => {
     expect(() => parseNetworkConfig(text)).toThrow(ConfigError);
     expect(() => parseNetworkConfig(text)).toThrow(msg);
+  });
+  it('Backend.Type host-gw: flannel\'s name, no settings of its own (vxlan\'s are read and not used, as flanneld does)', () => {
+    const c = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88::/56","Backend":{"Type":"host-gw"}}');
+    expect([c.backend, c.v4?.network.toString(), c.v6?.network.toString()]).toEqual(['host-gw', '10.88.0.0/16', 'fd88::/56']);
+    expect(parseNetworkConfig('{"Network":"10.88.0.0/16","Backend":{"Type":"vxlan"}}').backend).toBe('vxlan');
+    expect(() => parseNetworkConfig('{"Network":"10.88.0.0/16","Backend":{"Type":"hostgw"}}')).toThrow(/"Backend.Type" is "hostgw"/);
+    expect(formatNetworkConfig({ network: '10.88.0.0/16', backend: 'host-gw' })).toBe('{"Network":"10.88.0.0/16","Backend":{"Type":"host-gw"}}');
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', backend: 'host-gw', vni: 4 })).toThrow('--vni is a vxlan setting: host-gw has none');
+    expect(() => formatNetworkConfig({ network: '10.88.0.0/16', backend: 'host-gw', directRouting: true })).toThrow('--direct-routing is a vxlan setting');
   });
   it('network set writes flannel field names and refuses what the daemon would refuse', () => {
     expect(formatNetworkConfig({ network: '10.88.0.0/16', subnetLen: 24, vni: 7, port: 4789 })).toBe(

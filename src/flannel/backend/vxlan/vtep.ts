@@ -6,8 +6,9 @@
 import { IP } from '../../../net/ip';
 import { runBatchOrThrow, type Line } from '../../../iproute/batch';
 import { addrDel, addrReplace } from '../../../iproute/addr';
-import { getLink, isUp, linkDel, linkMac, linkSet } from '../../../iproute/link';
-import { vxlanAdd, vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
+import { deleteLink, getLink, isUp, linkDel, linkKind, linkMac, linkSet, listLinks } from '../../../iproute/link';
+import { vxlanAdd, vxlanAttrs, vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
+import type { Log } from '../../log';
 
 export const vtepName = (vni: number) => `flannel.${vni}`;
 export const vtep6Name = (vni: number) => `flannel-v6.${vni}`;
@@ -45,4 +46,30 @@ export async function ensureVtep(spec: VxlanSpec, address: string, netns?: strin
   if (!state || !isUp(state)) lines.push(linkSet(spec.name, { up: true }));
   await runBatchOrThrow('ip', lines, { netns });
   return { created: !state, ...(replaced ? { replaced } : {}) };
+}
+
+/**
+ * Removes the vxlan devices named as flannel names VTEPs (flannel.<VNI>,
+ * flannel-v6.<VNI>) but those in `keep`: left by an earlier network config
+ * (another VNI, a family now off, the vxlan backend before host-gw). Their
+ * routes, neighbours and FDB entries go with them; left alone they would
+ * keep routing to nodes of the old overlay. `what` says why, in the log.
+ */
+export async function removeOtherVteps(keep: ReadonlySet<string>, what: string, log: Log): Promise<void> {
+  let links;
+  try {
+    links = await listLinks();
+  } catch (err) {
+    log(`cannot look for VTEPs of an earlier network config: ${(err as Error).message}`);
+    return;
+  }
+  for (const l of links) {
+    if (keep.has(l.ifname) || linkKind(l) !== 'vxlan' || !/^flannel(-v6)?\.\d+$/.test(l.ifname)) continue;
+    try {
+      await deleteLink(l.ifname);
+      log(`removed ${l.ifname} (VNI ${vxlanAttrs(l)?.id}), ${what}, with its routes, neighbours and FDB entries`);
+    } catch (err) {
+      log(`cannot remove ${l.ifname}, ${what}: ${(err as Error).message}`);
+    }
+  }
 }

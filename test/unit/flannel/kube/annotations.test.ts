@@ -100,6 +100,28 @@ describe('our Node\'s annotations', () => {
     expect(after.metadata.annotations!['node.alpha.kubernetes.io/ttl']).toBe('0');
   });
 
+  it('host-gw: flanneld\'s host-gw values (backend data "null" per family, public addresses), read back as a host-gw lease; a vxlan Node switching to host-gw', () => {
+    const hostGw: LeaseAttrs = { backendType: 'host-gw', publicIP: IP.parse('192.168.56.11'), publicIPv6: IP.parse('2001:db8:56::11') };
+    expect(ownNodePatch(bare, hostGw, names)).toEqual({
+      metadata: {
+        annotations: {
+          'flannel.alpha.coreos.com/backend-type': 'host-gw',
+          'flannel.alpha.coreos.com/backend-data': 'null',
+          'flannel.alpha.coreos.com/public-ip': '192.168.56.11',
+          'flannel.alpha.coreos.com/backend-v6-data': 'null',
+          'flannel.alpha.coreos.com/public-ipv6': '2001:db8:56::11',
+          'flannel.alpha.coreos.com/kube-subnet-manager': 'true',
+        },
+      },
+    });
+    const switched = applied(flanneldNode('n1', { dual: true }), ownNodePatch(flanneldNode('n1', { dual: true }), hostGw, names));
+    const r = nodeLease(switched, names);
+    expect(r && 'lease' in r && [r.lease.attrs, r.lease.subnet?.toString(), r.lease.ipv6Subnet?.toString()]).toEqual([hostGw, '10.244.1.0/24', 'fd00:10:244:1::/64']);
+    // IPv4 only: the IPv6 keys go
+    const v4 = ownNodePatch(switched, { backendType: 'host-gw', publicIP: IP.parse('192.168.56.11') }, names);
+    expect(v4?.metadata.annotations).toEqual({ 'flannel.alpha.coreos.com/backend-v6-data': null, 'flannel.alpha.coreos.com/public-ipv6': null });
+  });
+
   it('is no patch at all when the Node already carries them (a restart), flanneld\'s own writing included', () => {
     expect(ownNodePatch(flanneldNode('n1', { dual: true }), dualAttrs(), names)).toBeUndefined();
     const once = applied(bare, ownNodePatch(bare, dualAttrs(), names));

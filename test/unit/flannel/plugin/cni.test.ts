@@ -318,6 +318,15 @@ describe('CNI commands with a fake delegate', () => {
     expect(none.json.code).toBe(50);
     expect(none.json.msg).toContain('does not exist');
   });
+  it('STATUS on a host-gw node (no flannel VTEP at all: nothing to look at) passes; a flannel VTEP without the address fails', async () => {
+    const conf = { ...baseConf(), cniVersion: '1.1.0' };
+    const flannel1 = kernel.links().get('flannel.1')!;
+    kernel.links().delete('flannel.1');
+    expect((await run('STATUS', conf)).exitCode).toBe(0);
+    kernel.links().set('flannel.1', flannel1);
+    writeFileSync(subnetFile, ENV_TEXT.replace('10.88.5.1/24', '10.88.6.1/24'));
+    expect((await run('STATUS', conf)).json.msg).toMatch(/^overlay not ready: no VTEP holds 10\.88\.6\.0\/32/);
+  });
   it('VERSION works without any config', async () => {
     const out = await handle(flannelPlugin, { CNI_COMMAND: 'VERSION' }, () => '');
     expect(JSON.parse(out.stdout).supportedVersions).toContain('1.1.0');

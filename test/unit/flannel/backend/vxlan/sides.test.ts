@@ -1,12 +1,13 @@
 // The overlay's families as data: VTEP settings and MTUs from the network
 // config and the underlay, the MACs a lease advertises, subnet.env's content.
 import { describe, expect, it } from 'vitest';
-import { IP, Prefix } from '../../../../src/net/ip';
-import { encodeAttrs } from '../../../../src/flannel/lease';
-import { parseNetworkConfig } from '../../../../src/flannel/netconfig';
-import { advertise, leasedSides, planSides, publicAddresses, selfOf, subnetEnvOf } from '../../../../src/flannel/daemon/sides';
-import { formatSubnetEnv, parseSubnetEnv, subnetsOf } from '../../../../src/flannel/subnet-env';
-import type { Underlay } from '../../../../src/flannel/daemon/underlay';
+import { IP, Prefix } from '../../../../../src/net/ip';
+import { encodeAttrs } from '../../../../../src/flannel/lease';
+import { parseNetworkConfig } from '../../../../../src/flannel/netconfig';
+import { advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from '../../../../../src/flannel/backend/vxlan/sides';
+import { subnetEnvOf } from '../../../../../src/flannel/backend/backend';
+import { formatSubnetEnv, parseSubnetEnv, subnetsOf } from '../../../../../src/flannel/subnet-env';
+import type { ExternalInterface as Underlay } from '../../../../../src/flannel/backend/backend';
 
 const P = (s: string) => Prefix.parse(s)!;
 const ip = (s: string) => IP.parse(s)!;
@@ -101,7 +102,7 @@ describe('leased sides and subnet.env', () => {
   });
 
   it('dual stack: both networks, first host addresses, the smaller VTEP MTU, flanneld\'s key order', () => {
-    const env = subnetEnvOf(leasedSides(plans, lease, attrs), true);
+    const env = subnetEnvOf(leasedSides(plans, lease, attrs), podMtu(plans), true);
     expect(formatSubnetEnv(env)).toBe(
       'FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.5.1/24\nFLANNEL_IPV6_NETWORK=fd00:10:244::/56\nFLANNEL_IPV6_SUBNET=fd00:10:244:5::1/64\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n',
     );
@@ -111,6 +112,6 @@ describe('leased sides and subnet.env', () => {
   it('IPv4 only: no IPv6 keys, the IPv4 VTEP\'s MTU', () => {
     const v4 = planSides(parseNetworkConfig(V4), v4only);
     const sides = leasedSides(v4, { subnet: P('10.244.7.0/24') }, advertise(v4, [undefined], undefined));
-    expect(formatSubnetEnv(subnetEnvOf(sides, false))).toBe('FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.7.1/24\nFLANNEL_MTU=8950\nFLANNEL_IPMASQ=false\n');
+    expect(formatSubnetEnv(subnetEnvOf(sides, podMtu(v4), false))).toBe('FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.7.1/24\nFLANNEL_MTU=8950\nFLANNEL_IPMASQ=false\n');
   });
 });

@@ -1,0 +1,139 @@
+// The seam between the daemon and a backend, shaped as flannel's
+// backend.Backend / backend.Network: the daemon finds the underlay, reads the
+// network config and holds the lease; the backend says what this node
+// advertises in its lease, makes its devices (if any) and programs the peers.
+// One object per run, chosen by Backend.Type (registry.ts); the daemon never
+// asks which one it has.
+import { Prefix, type IP } from '../../net/ip';
+import type { Lease, LeaseAttrs, LeaseSubnets } from '../lease';
+import type { Log, Reporter } from '../log';
+import type { BackendType, Pool } from '../netconfig';
+import type { SubnetEnv } from '../subnet-env';
+
+/**
+ * The underlay as a backend sees it (flannel's ExternalInterface): the
+ * interface, its own address of each family (`local*`) and the one peers are
+ * told to use (`public*`: the same unless set by hand, e.g. behind NAT).
+ */
+export interface ExternalInterface {
+  dev: string;
+  localIP?: IP;
+  publicIP?: IP;
+  localIPv6?: IP;
+  publicIPv6?: IP;
+  /** The subnets `dev` is directly on. */
+  subnets: Prefix[];
+  mtu: number;
+}
+
+/** One family of the overlay once the lease is held. */
+export interface LeasedFamily {
+  family: 4 | 6;
+  pool: Pool;
+  /** The address peers reach this node at, in this family. */
+  publicIP: IP;
+  /** This node's subnet. */
+  subnet: Prefix;
+}
+
+/**
+ * What a reconcile pass found on one device the peers are programmed on
+ * (vxlan: a VTEP; host-gw: the underlay, named here for the peers it
+ * routes): the daemon's health, readiness and Node condition answer from it.
+ */
+export interface SideState {
+  vtep: string;
+  up: boolean;
+  /** The peers the leases ask for on it. */
+  wanted: number;
+  /** Peer subnets whose entries the kernel refused (or that could not be read). */
+  failed: string[];
+  /** Stale entries the kernel would not remove (they may steer traffic to a node that left). */
+  staleLeft: number;
+}
+
+/** The /metrics counters a backend feeds (the daemon's DaemonMetrics is one). */
+export interface BackendMetrics {
+  changesApplied(family: 4 | 6, n: number): void;
+  changesFailed(family: 4 | 6, n: number): void;
+  peers(family: 4 | 6, n: number): void;
+}
+
+/** What the daemon lends a backend: its log, its reporter of conditions met on every pass, a full pass on request, /metrics. */
+export interface BackendContext {
+  log: Log;
+  problems: Reporter;
+  /** Asks for a full pass soon (a changes pass the kernel refused). */
+  resync(why: string): void;
+  metrics?: BackendMetrics;
+}
+
+export interface Backend {
+  readonly type: BackendType;
+  /** For the start-up log line: what this backend makes ("VTEP flannel.1 MTU 1450, port 8472", "routes via eth0"). */
+  readonly description: string;
+  /** The pods' MTU (FLANNEL_MTU). */
+  readonly mtu: number;
+  /** The addresses this node is reached at (the lease's PublicIP, PublicIPv6). */
+  publicAddresses(): Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'>;
+  /** What this node advertises in its lease; `before`: what it advertised last time (vxlan keeps its VTEP MACs). */
+  leaseAttrs(before: LeaseAttrs | undefined): Promise<LeaseAttrs>;
+  /** The lease is held: the families it gives this node. Throws when the lease lacks one the config needs. */
+  attach(lease: LeaseSubnets, attrs: LeaseAttrs): LeasedFamily[];
+  /** For the lease log line (", flannel.1 MAC 0a:..."); empty when there is nothing to say. */
+  readonly leaseNote: string;
+  /** Makes this node's devices; on failure the daemon calls undo(). */
+  setUp(): Promise<void>;
+  /** Removes what setUp() created in this run. */
+  undo(): Promise<void>;
+  /** Removes what an earlier network config (another backend, another VNI) left behind. */
+  removeStale(): Promise<void>;
+  /**
+   * One pass: devices in place, peers programmed from `leases`. Resolves with
+   * what it found, one entry per device. `full`: compare with the kernel
+   * (start, periodic, after a failure); else a changes pass (the watch saw a
+   * change), which a backend may plan from what it programmed last.
+   */
+  reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]>;
+  /** The last pass programmed every peer (/metrics counts a pass as ok). */
+  programmedInFull(): boolean;
+  /** The node leaves (--release-on-exit): its devices and peer routes go. */
+  remove(): Promise<void>;
+}
+
+/**
+ * subnet.env for these families: each one's network and first host address,
+ * the pods' MTU and FLANNEL_IPMASQ.
+ */
+export function subnetEnvOf(families: readonly LeasedFamily[], mtu: number, ipMasq: boolean): SubnetEnv {
+  const first = (p: Prefix) => Prefix.of(p.network.next(), p.length);
+  const env: SubnetEnv = { networks: [], ipv6Networks: [], ipMasq };
+  for (const s of families) {
+    if (s.family === 4) Object.assign(env, { networks: [s.pool.network], subnet: first(s.subnet) });
+    else Object.assign(env, { ipv6Networks: [s.pool.network], ipv6Subnet: first(s.subnet) });
+  }
+  env.mtu = mtu;
+  return env;
+}
+
+/**
+ * The families the network config enables, on this interface, before the
+ * lease: fails when the interface lacks an address of a family the config needs.
+ */
+export function familiesOf(cfg: { v4?: Pool; v6?: Pool }, ext: ExternalInterface): { family: 4 | 6; pool: Pool; localIP: IP; publicIP: IP }[] {
+  if (cfg.v4 && !ext.localIP) throw new Error(`the network config enables IPv4 but underlay interface ${ext.dev} has no IPv4 address`);
+  if (cfg.v6 && !ext.localIPv6) {
+    throw new Error(`the network config enables IPv6 but underlay interface ${ext.dev} has no global IPv6 address (add one, or give --iface/--public-ipv6)`);
+  }
+  const out: { family: 4 | 6; pool: Pool; localIP: IP; publicIP: IP }[] = [];
+  if (cfg.v4) out.push({ family: 4, pool: cfg.v4, localIP: ext.localIP!, publicIP: ext.publicIP! });
+  if (cfg.v6) out.push({ family: 6, pool: cfg.v6, localIP: ext.localIPv6!, publicIP: ext.publicIPv6! });
+  return out;
+}
+
+/** The subnet the lease gives `family`; throws when it gives none. */
+export function leasedSubnet(lease: LeaseSubnets, family: 4 | 6): Prefix {
+  const subnet = family === 4 ? lease.subnet : lease.ipv6Subnet;
+  if (!subnet) throw new Error(`the lease has no IPv${family} subnet`);
+  return subnet;
+}

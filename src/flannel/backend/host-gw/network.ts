@@ -1,0 +1,134 @@
+// flannel's host-gw backend behind the daemon's Backend seam: no device of
+// its own; each peer's pod subnet is routed straight to the peer's public
+// address on the underlay (routes.ts). That only works where every node is
+// on one L2 segment: the kernel refuses a gateway that is not on a connected
+// subnet, and the next hop must be the node itself. Facts from flannel's
+// pkg/backend/hostgw: the lease says BackendType "host-gw" and no
+// BackendData; the pods' MTU is the interface's own (no encapsulation); a
+// public address that is not the interface's own (NAT) is refused.
+import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
+import type { NetworkConfig, Pool } from '../../netconfig';
+import { familiesOf, leasedSubnet, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
+import { removeOtherVteps } from '../vxlan/vtep';
+import { RoutePlanError, applyRoutes, desiredRoutes, planRoutes, readRoutes } from './routes';
+
+/** flanneld's words, kept so that operators searching for them find the cause. */
+export const NAT_REASON = "your PublicIP differs from interface IP, meaning that probably you're on a NAT, which is not supported by host-gw backend";
+
+export class HostGwNetwork implements Backend {
+  readonly type = 'host-gw';
+  readonly description: string;
+  readonly mtu: number;
+  readonly leaseNote = '';
+  private readonly dev: string;
+  private readonly planned: { family: 4 | 6; pool: Pool; publicIP: LeasedFamily['publicIP'] }[];
+  private families: LeasedFamily[] = [];
+  /** The last pass routed every peer. */
+  private allRouted = false;
+  /** Families whose routes could not be read on the last pass. */
+  private readonly unread = new Set<string>();
+  private readonly log;
+  private readonly problems;
+
+  /** Throws flanneld's reason when this node is behind NAT (its public address is not the interface's). */
+  constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
+    this.log = ctx.log;
+    this.problems = ctx.problems;
+    this.planned = familiesOf(cfg, ext);
+    for (const f of this.planned) {
+      const local = f.family === 4 ? ext.localIP : ext.localIPv6;
+      if (!local?.equals(f.publicIP)) {
+        throw new Error(`${NAT_REASON} (${f.family === 4 ? '--public-ip' : '--public-ipv6'} ${f.publicIP}, ${ext.dev} has ${local})`);
+      }
+    }
+    this.dev = ext.dev;
+    this.mtu = ext.mtu;
+    this.description = `host-gw: peers routed via their public addresses on ${ext.dev}, MTU ${ext.mtu}`;
+  }
+
+  publicAddresses(): Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'> {
+    const out: Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'> = {};
+    for (const f of this.planned) out[f.family === 4 ? 'publicIP' : 'publicIPv6'] = f.publicIP;
+    return out;
+  }
+
+  async leaseAttrs(): Promise<LeaseAttrs> {
+    return { ...this.publicAddresses(), backendType: 'host-gw' };
+  }
+
+  attach(lease: LeaseSubnets): LeasedFamily[] {
+    this.families = this.planned.map(({ family, pool, publicIP }) => ({ family, pool, publicIP, subnet: leasedSubnet(lease, family) }));
+    return this.families;
+  }
+
+  async setUp(): Promise<void> {}
+
+  async undo(): Promise<void> {}
+
+  /** A node that ran the vxlan backend before: its VTEPs go, and their routes with them. */
+  removeStale(): Promise<void> {
+    return removeOtherVteps(new Set(), 'a VTEP of the vxlan backend this node ran before', this.log);
+  }
+
+  /** Every pass reads the routes into the overlay and compares (one `ip` exec per family): no changes-only pass. */
+  async reconcile(leases: readonly Lease[], why: string): Promise<SideState[]> {
+    const states: SideState[] = [];
+    for (const f of this.families) states.push(await this.reconcileFamily(f, leases, why));
+    this.allRouted = states.every((st) => st.failed.length === 0 && st.staleLeft === 0 && !this.unread.has(st.vtep));
+    return states;
+  }
+
+  programmedInFull(): boolean {
+    return this.allRouted;
+  }
+
+  /** One family's peer routes. No device of ours to be down: `up` always (named after the underlay they go through). */
+  private async reconcileFamily(f: LeasedFamily, leases: readonly Lease[], why: string): Promise<SideState> {
+    const key = `routes${f.family}`;
+    const { peers, skipped } = desiredRoutes(leases, f, f.pool.network);
+    const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: peers.length, failed: [], staleLeft: 0 };
+    // one line per lease until its reason changes; a lease of another backend is one line for both families
+    for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+    this.unread.delete(state.vtep);
+    try {
+      const plan = planRoutes(peers, await readRoutes(f.pool.network), this.dev, f.pool.network);
+      try {
+        await applyRoutes(plan);
+        for (const c of plan.changes) this.log(`${c} (${why})`);
+      } catch (err) {
+        if (err instanceof RoutePlanError) {
+          plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+          const failed = new Set<string>();
+          for (const i of err.failedChanges) {
+            const subject = plan.subjects[i];
+            if (subject === undefined) state.staleLeft++;
+            else failed.add(subject);
+          }
+          state.failed = [...failed];
+        }
+        throw err;
+      }
+      this.problems.clear(key, `IPv${f.family}: every peer is routed again`);
+    } catch (err) {
+      // not read, or not applied at all: none of them is known to be in place
+      if (!(err instanceof RoutePlanError)) {
+        state.failed = peers.map((p) => p.subnet.toString());
+        this.unread.add(state.vtep);
+      }
+      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not routed: ${state.failed.join(', ')})` : '';
+      this.problems.report(key, `reconcile failed: IPv${f.family} peer routes: ${(err as Error).message}${counted}; retrying on each reconcile`);
+    }
+    return state;
+  }
+
+  /** The node leaves: its peer routes go (they would lead nowhere once its pods are gone). */
+  async remove(): Promise<void> {
+    for (const f of this.families) {
+      try {
+        await applyRoutes(planRoutes([], await readRoutes(f.pool.network), this.dev, f.pool.network));
+      } catch (err) {
+        this.log(`cannot remove the IPv${f.family} peer routes: ${(err as Error).message}`);
+      }
+    }
+  }
+}

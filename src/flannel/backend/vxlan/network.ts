@@ -1,0 +1,204 @@
+// flannel's vxlan backend behind the daemon's Backend seam: one VTEP per
+// family (flannel.<VNI>, flannel-v6.<VNI>), each peer's neighbour, FDB entry
+// and route on it (peers.ts), DirectRouting's plain routes to peers on this
+// node's underlay subnets.
+import { settleAll } from '../../../util/settle';
+import { deleteLink, getLink, linkMac } from '../../../iproute/link';
+import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
+import type { Prefix } from '../../../net/ip';
+import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
+import type { NetworkConfig } from '../../netconfig';
+import type { Backend, BackendContext, BackendMetrics, ExternalInterface, LeasedFamily, SideState } from '../backend';
+import { Peer, PeerMemo, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from './peers';
+import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
+import { ensureVtep, removeOtherVteps } from './vtep';
+
+/**
+ * A VTEP the kernel would not make: the network config fields that ask for
+ * VXLAN features beyond the basic device are named, as the likely cause.
+ */
+function vtepFailure(spec: VxlanSpec, err: unknown): Error {
+  const fields = [...(spec.gbp ? ['"Backend.GBP"'] : []), ...(spec.learning ? ['"Backend.Learning"'] : [])];
+  const hint = fields.length ? ` (network config field${fields.length > 1 ? 's' : ''} ${fields.join(' and ')} ask${fields.length > 1 ? '' : 's'} for a VXLAN feature: does this kernel support it?)` : '';
+  return new Error(`VTEP ${spec.name}: ${(err as Error).message}${hint}`);
+}
+
+/** For the start-up log line: the backend options that are on. */
+function describeOptions(cfg: NetworkConfig, direct: readonly Prefix[]): string {
+  const on = [
+    ...(cfg.directRouting ? [`DirectRouting (peers on ${direct.join(', ') || 'no connected subnet'} routed directly)`] : []),
+    ...(cfg.gbp ? ['GBP'] : []),
+    ...(cfg.learning ? ['Learning'] : []),
+  ];
+  return on.length ? `, ${on.join(', ')}` : '';
+}
+
+export class VxlanNetwork implements Backend {
+  readonly type = 'vxlan';
+  readonly description: string;
+  readonly mtu: number;
+  private readonly plans: SidePlan[];
+  private sides: Side[] = [];
+  /** DirectRouting: this node's connected underlay subnets (empty: every peer over VXLAN). */
+  private readonly direct: Prefix[];
+  /** VTEPs setUp() created (undo() removes them). */
+  private created: string[] = [];
+  private readonly log;
+  private readonly problems;
+  private readonly resync: (why: string) => void;
+  private readonly metrics?: BackendMetrics;
+  /**
+   * Per VTEP, the peers the last pass programmed in full: what a changes
+   * pass plans from. Absent: not known (start, a failure): the next pass reads the kernel.
+   */
+  private readonly programmed = new Map<string, Peer[]>();
+  /** Per VTEP, what each lease object was judged to be (a peer, or why not): judged once per object. */
+  private readonly peerMemos = new Map<string, PeerMemo>();
+
+  constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
+    this.log = ctx.log;
+    this.problems = ctx.problems;
+    this.resync = ctx.resync;
+    this.metrics = ctx.metrics;
+    this.plans = planSides(cfg, ext);
+    this.mtu = podMtu(this.plans);
+    this.direct = cfg.directRouting ? ext.subnets : [];
+    this.description = `vxlan: ${this.plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}${describeOptions(cfg, this.direct)}`;
+    if (cfg.mtu !== undefined && cfg.mtu > ext.mtu) {
+      this.log(`Backend.MTU ${cfg.mtu} is above ${ext.dev}'s MTU ${ext.mtu}: the VTEPs are sized for ${ext.mtu} (the kernel would clamp them there)`);
+    }
+  }
+
+  publicAddresses(): Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'> {
+    return publicAddresses(this.plans);
+  }
+
+  /** Each VTEP keeps its MAC: the device's own where it can be reused, else the one advertised `before` (see advertise()). */
+  async leaseAttrs(before: LeaseAttrs | undefined): Promise<LeaseAttrs> {
+    const deviceMacs = await settleAll(
+      this.plans.map(async ({ vtep }) => {
+        const link = await getLink(vtep.name);
+        return link && !vxlanMismatch(link, { ...vtep, mac: linkMac(link) }) ? linkMac(link) : undefined;
+      }),
+    );
+    return advertise(this.plans, deviceMacs, before);
+  }
+
+  attach(lease: LeaseSubnets, attrs: LeaseAttrs): LeasedFamily[] {
+    this.sides = leasedSides(this.plans, lease, attrs);
+    return this.sides;
+  }
+
+  get leaseNote(): string {
+    return `, ${this.sides.map((s) => `${s.spec.name} MAC ${s.spec.mac}`).join(', ')}`;
+  }
+
+  async setUp(): Promise<void> {
+    for (const s of this.sides) {
+      const r = await ensureVtep(s.spec, s.subnet.network.toString()).catch((err) => {
+        throw vtepFailure(s.spec, err);
+      });
+      if (r.created) this.created.push(s.spec.name);
+      if (r.replaced) this.log(`replaced the incompatible ${s.spec.name}: ${r.replaced}`);
+      else this.log(`${r.created ? 'created' : 'reusing'} VTEP ${s.spec.name}`);
+    }
+  }
+
+  async undo(): Promise<void> {
+    for (const name of this.created) await deleteLink(name).catch(() => {});
+    this.created = [];
+  }
+
+  /** VTEPs of an earlier network config (another VNI, a family now off), with their routes, neighbours and FDB entries. */
+  removeStale(): Promise<void> {
+    return removeOtherVteps(new Set(this.sides.map((s) => s.spec.name)), 'a VTEP of an earlier network config', this.log);
+  }
+
+  async reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]> {
+    const states: SideState[] = [];
+    for (const s of this.sides) states.push(await this.reconcileSide(s, leases, why, full));
+    return states;
+  }
+
+  programmedInFull(): boolean {
+    return this.sides.every((s) => this.programmed.has(s.spec.name));
+  }
+
+  private async reconcileSide(s: Side, leases: readonly Lease[], why: string, full: boolean): Promise<SideState> {
+    const name = s.spec.name;
+    const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
+    const before = this.programmed.get(name);
+    if (full || !before) {
+      if (!(await this.reconcileVtep(s, why))) return state;
+    }
+    state.up = true;
+    let memo = this.peerMemos.get(name);
+    if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
+    const { peers, skipped } = desiredPeers(leases, selfOf(s), s.pool.network, memo);
+    state.wanted = peers.length;
+    try {
+      // "lease <subnets>: why" — one log line per lease and family until its reason changes
+      for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
+      // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
+      const plan = before && !full
+        ? planChanges(before, peers, name, s.pool.network, this.direct)
+        : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
+      this.programmed.delete(name); // until the plan is applied in full
+      if (plan.changes.length) {
+        try {
+          await applyPlan(plan);
+          for (const c of plan.changes) this.log(`${c} (${why})`);
+          this.metrics?.changesApplied(s.family, plan.changes.length);
+        } catch (err) {
+          // the rest was made all the same: say so, then report what the kernel refused
+          if (err instanceof PlanError) {
+            plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+            this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
+            this.metrics?.changesFailed(s.family, err.failedChanges.size);
+            const failed = new Set<string>();
+            for (const i of err.failedChanges) {
+              const subject = plan.subjects[i];
+              if (subject === undefined) state.staleLeft++;
+              else failed.add(subject);
+            }
+            state.failed = [...failed];
+          } else state.failed = peers.map((p) => p.subnet.toString());
+          // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
+          // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
+          // failed waits for the next change or period, not to spin on a refusing kernel.
+          if (before && !full) this.resync(`${name}: some changes were refused`);
+          throw err;
+        }
+      }
+      this.programmed.set(name, peers);
+      this.metrics?.peers(s.family, peers.length);
+      this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
+    } catch (err) {
+      // not read, or not applied at all: none of them is known to be in place
+      if (!(err instanceof PlanError)) state.failed = peers.map((p) => p.subnet.toString());
+      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not programmed: ${state.failed.join(', ')})` : '';
+      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
+    }
+    return state;
+  }
+
+
+  private async reconcileVtep(s: Side, why: string): Promise<boolean> {
+    const name = s.spec.name;
+    try {
+      const r = await ensureVtep(s.spec, s.subnet.network.toString());
+      if (r.created) this.log(`VTEP ${name} was missing (${why}): recreated`);
+      if (r.replaced) this.log(`VTEP ${name} had been changed (${r.replaced}): replaced`);
+      this.problems.clear(`vtep ${name}`, `VTEP ${name} is in place again`);
+    } catch (err) {
+      this.problems.report(`vtep ${name}`, `reconcile failed: VTEP ${name}: ${(err as Error).message}; retrying on each reconcile`);
+      return false;
+    }
+    return true;
+  }
+
+
+  async remove(): Promise<void> {
+    for (const s of this.sides) await deleteLink(s.spec.name).catch((err) => this.log(`cannot delete ${s.spec.name}: ${(err as Error).message}`));
+  }
+}
