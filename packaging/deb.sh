@@ -20,7 +20,8 @@ cp "dist/bin/${plugins[0]}" "$bin/${plugins[0]}"
 chmod 0755 "$bin/${plugins[0]}"
 for p in "${plugins[@]:1}"; do ln "$bin/${plugins[0]}" "$bin/$p"; done
 install -m 0644 packaging/vxlan-flannel.service "$stage/lib/systemd/system/"
-install -m 0644 packaging/vxlan-flannel.default "$stage/etc/default/vxlan-flannel"
+# 0600: where ETCD_PASSWORD (and any FLANNELD_* credential) goes; a conffile keeps its mode once edited.
+install -m 0600 packaging/vxlan-flannel.default "$stage/etc/default/vxlan-flannel"
 install -m 0644 packaging/host-local-repair.service packaging/host-local-repair.timer "$stage/lib/systemd/system/"
 install -m 0644 packaging/host-local-repair.default "$stage/etc/default/host-local-repair"
 install -m 0644 conf/* "$doc/examples/"

@@ -4,18 +4,31 @@
 // the last run of the same command are loaded instead (about a third of our
 // start-up beyond `node -e 0`, see docs/speed.md).
 //
-// The cache lives in a root-only directory (default /var/cache/cni-ts, or
-// CNI_TS_CODE_CACHE_DIR; "off" disables it), one file per bundle build, Node
-// version and command. V8 itself rejects a cache
-// that does not match the source or its own version; any problem with the
-// cache only means compiling as usual. Files are written whole (temp file +
-// rename), once.
+// A code cache is code: whoever can write one runs as root in the next call
+// (V8 checks only its own version, flags and the source's length). So the
+// cache lives in a root-only directory (default /var/cache/cni-ts, or
+// CNI_TS_CODE_CACHE_DIR; "off" disables it), used only when:
+// - every component of its path is opened without following a symlink
+//   (O_NOFOLLOW, one component at a time through the parent's descriptor), and
+//   each, checked on the open descriptor, is a directory owned by root (or
+//   us) that nobody else can write: the cache directory itself not group- or
+//   world-writable, a parent not either unless it is sticky (/tmp), where
+//   nobody else can rename or remove what we own;
+// - the file is a regular file of ours, not group- or world-writable, and
+//   starts with the SHA-256 of the exact source it was made from (build.mjs
+//   computes it): V8 would take a cache of another source of the same length.
+// Files are written whole, once: a new name (O_EXCL, 0600) renamed into place.
+// Only our own file names are ever removed (caches of older builds). Any
+// problem with the cache only means compiling as usual.
 import { Script } from 'node:vm';
 import * as fs from 'node:fs';
-import { isAbsolute, join } from 'node:path';
+import { isAbsolute, normalize } from 'node:path';
 
 const DEFAULT_DIR = '/var/cache/cni-ts';
 const COMMANDS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION'];
+const DIGEST_BYTES = 64; // the source's SHA-256, hex
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
+const S_ISVTX = 0o1000; // the sticky bit
 
 /** What a bundle is run with: the CommonJS module variables of its host. */
 export interface ModuleScope {
@@ -26,43 +39,96 @@ export interface ModuleScope {
   dirname: string;
 }
 
+/** A bundle: its source, its id ("<bundle>-<hash>", e.g. "bridge-0123abcd...") and the SHA-256 (hex) of the source. */
+export interface Bundle {
+  source: string;
+  id: string;
+  sha256: string;
+}
+
 function cacheDir(): string | undefined {
   const dir = process.env.CNI_TS_CODE_CACHE_DIR || DEFAULT_DIR;
-  return isAbsolute(dir) ? dir : undefined; // "off" (or any relative path) disables it
+  return isAbsolute(dir) ? normalize(dir) : undefined; // "off" (or any relative path) disables it
 }
 
-/** The cache directory is trusted only when it is ours and nobody else can write it. */
-function trusted(dir: string): boolean {
+/** A path to `name` inside the directory open as `fd` (Node has no openat: the kernel resolves /proc/self/fd/N to that directory). */
+const inside = (fd: number, name: string) => `/proc/self/fd/${fd}/${name}`;
+
+const uid = () => process.geteuid?.() ?? -1;
+const ownedByUs = (st: fs.Stats) => st.uid === 0 || st.uid === uid();
+
+/**
+ * Opens `dir` one component at a time, never through a symlink, checking each
+ * on its descriptor; creates the last one (0700) when `create`. Undefined when
+ * any check fails.
+ */
+function openTrustedDir(dir: string, create: boolean): number | undefined {
+  const parts = dir.split('/').filter(Boolean);
+  let fd: number | undefined;
   try {
-    const st = fs.statSync(dir);
-    return st.isDirectory() && st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
+    fd = fs.openSync('/', O_RDONLY | O_DIRECTORY);
+    for (let i = 0; i <= parts.length; i++) {
+      const st = fs.fstatSync(fd);
+      const last = i === parts.length;
+      const othersWrite = (st.mode & 0o022) !== 0;
+      if (!st.isDirectory() || !ownedByUs(st) || (othersWrite && (last || (st.mode & S_ISVTX) === 0))) throw new Error('untrusted');
+      if (last) return fd;
+      const next = inside(fd, parts[i]);
+      if (create && i === parts.length - 1) {
+        try {
+          fs.mkdirSync(next, { mode: 0o700 });
+        } catch {
+          // there already, or not makeable: the open below decides
+        }
+      }
+      const child = fs.openSync(next, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+      fs.closeSync(fd);
+      fd = child;
+    }
   } catch {
-    return false;
+    if (fd !== undefined) fs.closeSync(fd);
   }
+  return undefined;
 }
 
-function read(file: string): Buffer | undefined {
+/** The V8 data of cache file `name` in `dirFd`, when it is ours and was made from the source with digest `sha256`. */
+function read(dirFd: number, name: string, sha256: string): Buffer | undefined {
+  let fd: number | undefined;
   try {
-    return fs.readFileSync(file);
+    fd = fs.openSync(inside(dirFd, name), O_RDONLY | O_NOFOLLOW);
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.uid !== uid() || (st.mode & 0o022) !== 0) return undefined;
+    const data = fs.readFileSync(fd);
+    return data.toString('latin1', 0, DIGEST_BYTES) === sha256 ? data.subarray(DIGEST_BYTES) : undefined;
   } catch {
     return undefined;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 
-/** Writes the cache once; drops the caches of older builds of the same bundle. Never fails the call. */
-function write(dir: string, name: string, id: string, data: Buffer): void {
+/** Our cache file names: "<bundle>-<16 hex>-v<node version>-<arch>-<kind>.v8" (the bundle may end in ".sea"). */
+const OURS = /^[a-z-]+(\.sea)?-[0-9a-f]{16}-v\d+\.\d+\.\d+-\w+-(ADD|DEL|CHECK|GC|STATUS|VERSION|cli)\.v8$/;
+
+/** Writes the cache once; drops our caches of older builds of the same bundle. Never fails the call. */
+function write(dirFd: number, name: string, bundle: Bundle, data: Buffer): void {
+  const tmp = `.${name}.${process.pid}`;
   try {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (!trusted(dir)) return;
-    const tmp = join(dir, `.${name}.${process.pid}`);
-    fs.writeFileSync(tmp, data, { mode: 0o600 });
-    fs.renameSync(tmp, join(dir, name));
-    const bundle = id.slice(0, id.lastIndexOf('-') + 1);
-    for (const old of fs.readdirSync(dir)) {
-      if (old.startsWith(bundle) && !old.startsWith(id)) fs.rmSync(join(dir, old), { force: true });
+    const fd = fs.openSync(inside(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      fs.writeSync(fd, Buffer.from(bundle.sha256, 'latin1'));
+      fs.writeSync(fd, data);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(inside(dirFd, tmp), inside(dirFd, name));
+    const prefix = bundle.id.slice(0, bundle.id.lastIndexOf('-') + 1);
+    for (const old of fs.readdirSync(inside(dirFd, '.'))) {
+      if (OURS.test(old) && old.startsWith(prefix) && !old.startsWith(bundle.id)) fs.rmSync(inside(dirFd, old), { force: true });
     }
   } catch {
     // a cache we cannot write is only a slower start
+    fs.rmSync(inside(dirFd, tmp), { force: true });
   }
 }
 
@@ -76,17 +142,14 @@ function cacheKind(): string | undefined {
   return COMMANDS.includes(command) ? command : undefined;
 }
 
-/**
- * Compiles `source`, the bundle `id` ("<bundle>-<hash of the source>", e.g.
- * "bridge-0123abcd..."), with the code cache and runs it as a CommonJS module
- * in `scope`.
- */
-export function runWithCodeCache(source: string, id: string, scope: ModuleScope): void {
+/** Compiles `bundle` with the code cache and runs it as a CommonJS module in `scope`. */
+export function runWithCodeCache(bundle: Bundle, scope: ModuleScope): void {
   const kind = cacheKind();
   const dir = kind ? cacheDir() : undefined;
-  const name = `${id}-${process.version}-${process.arch}-${kind}.v8`;
-  const cached = dir && trusted(dir) ? read(join(dir, name)) : undefined;
-  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {
+  const name = `${bundle.id}-${process.version}-${process.arch}-${kind}.v8`;
+  const dirFd = dir ? openTrustedDir(dir, false) : undefined;
+  const cached = dirFd !== undefined ? read(dirFd, name, bundle.sha256) : undefined;
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${bundle.source}\n})`, {
     filename: scope.filename,
     cachedData: cached,
   });
@@ -94,7 +157,11 @@ export function runWithCodeCache(source: string, id: string, scope: ModuleScope)
     // At exit the cache also holds every function this run compiled on the way.
     // Only a call that succeeded writes it: one that failed early would leave out
     // the functions of the normal path, and every later call would compile them.
-    process.once('exit', (code) => code === 0 && write(dir, name, id, script.createCachedData()));
+    process.once('exit', (code) => {
+      if (code !== 0) return;
+      const fd = dirFd ?? openTrustedDir(dir, true);
+      if (fd !== undefined) write(fd, name, bundle, script.createCachedData());
+    });
   }
   script.runInThisContext()(scope.exports, scope.require, scope.module, scope.filename, scope.dirname);
 }

@@ -6,15 +6,17 @@
 import { getAsset } from 'node:sea';
 import { basename } from 'node:path';
 import { runWithCodeCache } from './code-cache';
+import { ignoreNodeEnvironment } from './environment';
 
-/** Name run as -> [asset holding the bundle, code cache id]; written by build.mjs. */
-declare const __BUNDLES__: Record<string, [string, string]>;
+/** Name run as -> [asset holding the bundle, code cache id, SHA-256 of the bundle]; written by build.mjs. */
+declare const __BUNDLES__: Record<string, [string, string, string]>;
 
+ignoreNodeEnvironment(true);
 const name = basename(process.argv0);
 const bundle = Object.hasOwn(__BUNDLES__, name) ? __BUNDLES__[name] : undefined;
 if (bundle) {
-  const [asset, id] = bundle;
-  runWithCodeCache(getAsset(asset, 'utf8'), id, { exports, require, module, filename: __filename, dirname: __dirname });
+  const [asset, id, sha256] = bundle;
+  runWithCodeCache({ source: getAsset(asset, 'utf8'), id, sha256 }, { exports, require, module, filename: __filename, dirname: __dirname });
 } else {
   const msg = `cni-ts: run as ${JSON.stringify(name)}; this executable must be named (or linked as) one of: ${Object.keys(__BUNDLES__).join(', ')}`;
   // A runtime reads errors from stdout; a person from stderr.

@@ -12,7 +12,7 @@ export interface BuildStamp {
   bundle?: string;
 }
 
-const HEAD = 160;
+const HEAD = 512; // the `#!` line (up to 256 bytes: build.mjs's unsets the NODE_* variables) and the stamp line
 const TAIL = 64;
 const SCRIPT_LINE = /^\/\/cni-ts-build:([0-9a-f]{32}):([a-z][a-z-]*)$/;
 const TRAILER = /\ncni-ts-build:([0-9a-f]{32})\n$/;

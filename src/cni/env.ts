@@ -1,7 +1,7 @@
 // The invocation: CNI_* environment variables, checked the way the spec says.
 import { CniError, ErrorCode } from './errors';
 import { CniArgs, parseCniArgs } from './args';
-import { ifnameProblem } from '../net/ifname';
+import { CONTROL_CHARACTER, ifnameProblem } from '../net/ifname';
 
 export const COMMANDS = ['ADD', 'DEL', 'CHECK', 'VERSION', 'GC', 'STATUS'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -82,6 +82,8 @@ export function readInvocation(env: NodeJS.ProcessEnv): Invocation {
     path: (env.CNI_PATH ?? '').split(':').filter(Boolean),
   };
   if (inv.containerId) validateContainerId(inv.containerId);
+  // a path, passed to nsenter and ip: any path the kernel takes, but no control character
+  if (CONTROL_CHARACTER.test(inv.netns)) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS ${JSON.stringify(inv.netns)} is invalid: it contains a control character`);
   if (inv.ifname) validateIfname(inv.ifname);
   return inv;
 }

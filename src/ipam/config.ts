@@ -7,7 +7,7 @@ import type { CniArgs } from '../cni/args';
 import type { Route } from '../cni/result';
 import { atLeast } from '../cni/version';
 import { IP, Prefix } from '../net/ip';
-import { Range, RangeSet, rangeToString, rangesOverlap } from './range';
+import { Range, RangeSet, findOverlap, rangeToString } from './range';
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../util/lock';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
@@ -122,12 +122,10 @@ function parseRangeSet(raw: unknown, where: string, index: number): RangeSet {
   ranges.forEach((r, i) => {
     if (r.subnet.family !== fam) throw invalidConfig(`field "${where}" mixes IPv4 and IPv6 ranges (range ${i})`);
   });
-  for (let i = 0; i < ranges.length; i++) {
-    for (let j = i + 1; j < ranges.length; j++) {
-      if (rangesOverlap(ranges[i], ranges[j])) {
-        throw invalidConfig(`field "${where}": ranges ${rangeToString(ranges[i])} and ${rangeToString(ranges[j])} overlap`);
-      }
-    }
+  const overlap = findOverlap(ranges);
+  if (overlap) {
+    const [i, j] = overlap;
+    throw invalidConfig(`field "${where}": ranges ${rangeToString(ranges[i])} and ${rangeToString(ranges[j])} overlap`);
   }
   return new RangeSet(ranges, index);
 }
@@ -169,11 +167,13 @@ function parseRange(raw: unknown, where: string): Range {
   return { subnet, start, end, gateway };
 }
 
+/** Sets whose ranges overlap: all ranges at once (a set's own are disjoint already), n log n. */
 function checkSetsDisjoint(sets: RangeSet[], wheres: string[]): void {
-  for (let i = 0; i < sets.length; i++) {
-    for (let j = i + 1; j < sets.length; j++) {
-      if (sets[i].overlaps(sets[j])) throw invalidConfig(`range sets "${wheres[i]}" and "${wheres[j]}" overlap`);
-    }
+  const all = sets.flatMap((set, i) => set.ranges.map((range) => ({ range, set: i })));
+  const overlap = findOverlap(all.map((r) => r.range));
+  if (overlap) {
+    const [a, b] = overlap.map((k) => all[k].set);
+    throw invalidConfig(`range sets "${wheres[a]}" and "${wheres[b]}" overlap`);
   }
 }
 

@@ -2,11 +2,13 @@
 // deleted, kept for it until the parking ends. The reservation files stay as
 // they were, so the Go host-local reads a parked address as taken; who it is
 // parked for and until when is ours alone:
-//   <dataDir>/.cni-ts/<network>/parked/<sha256 of namespace/name/ifname>   one JSON record per parking
+//   <dataDir>/.cni-ts/<network>/parked/<sha256 of ["namespace","name","ifname"]>   one JSON record per parking
 //   <dataDir>/.cni-ts/<network>/parked/next-expiry                          the earliest end, so calls
 //                                                                           need not read every record
-// A record is a claim to check, never a fact: an address counts as parked only
-// while its file still names the attachment that parked it.
+// A record is a claim to check, never a fact: it counts only for the pod and
+// interface it names itself (a file found under a pod's key that names another
+// is no parking of this pod's), and an address counts as parked only while its
+// reservation file still names the attachment that parked it.
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { IP } from '../net/ip';
@@ -52,7 +54,9 @@ export class ParkingLot {
 
   /** The parking of `pod`'s interface `ifname`, if there is one. */
   get(pod: Pod, ifname: string | undefined): Parking | undefined {
-    return this.read(this.fileOf(pod, ifname));
+    const p = this.read(this.fileOf(pod, ifname));
+    const same = p && p.pod.namespace === pod.namespace && p.pod.name === pod.name && p.attachment.ifname === ifname;
+    return same ? p : undefined;
   }
 
   /** Every parking, oldest first (a hand-damaged record is skipped). */
@@ -118,8 +122,9 @@ export class ParkingLot {
     writeFileAtomic(join(this.dir, NEXT_EXPIRY), String(ms), { mode: 0o600 });
   }
 
+  /** JSON keeps the three apart: "a/b" + "c" and "a" + "b/c" are different keys. */
   private fileOf(pod: Pod, ifname: string | undefined): string {
-    return join(this.dir, sha256Hex(`${pod.namespace}/${pod.name}/${ifname ?? ''}`));
+    return join(this.dir, sha256Hex(JSON.stringify([pod.namespace, pod.name, ifname ?? null])));
   }
 
   private read(file: string): Parking | undefined {
@@ -130,7 +135,8 @@ export class ParkingLot {
       const ips = r.ips.map((s) => IP.parse(s)).filter((ip): ip is IP => ip !== undefined);
       const parkedAt = Date.parse(r.parkedAt);
       const expiresAt = Date.parse(r.expiresAt);
-      if (typeof r.containerID !== 'string' || Number.isNaN(parkedAt) || Number.isNaN(expiresAt)) return undefined;
+      const strings = [r.namespace, r.name, r.containerID].every((v) => typeof v === 'string') && (r.ifname === null || typeof r.ifname === 'string');
+      if (!strings || Number.isNaN(parkedAt) || Number.isNaN(expiresAt)) return undefined;
       return {
         pod: { namespace: r.namespace, name: r.name },
         attachment: r.ifname === null ? { containerId: r.containerID } : { containerId: r.containerID, ifname: r.ifname },

@@ -19,6 +19,22 @@ export const rangesOverlap = (a: Range, b: Range) =>
 
 export const rangeToString = (r: Range) => `${r.start}-${r.end}`;
 
+/**
+ * Two ranges of `ranges` that overlap, as their positions (lower first), or
+ * undefined: n log n, for configs with thousands of ranges. In start order a
+ * range can only overlap the one before it that reaches furthest.
+ */
+export function findOverlap(ranges: readonly Range[]): [number, number] | undefined {
+  const order = ranges.map((_, i) => i).sort((a, b) => ranges[a].start.compare(ranges[b].start) || a - b);
+  let furthest = -1;
+  for (const i of order) {
+    if (furthest >= 0 && rangesOverlap(ranges[furthest], ranges[i])) return furthest < i ? [furthest, i] : [i, furthest];
+    // compare orders by family first: the first IPv6 range reaches past every IPv4 one
+    if (furthest < 0 || ranges[i].end.compare(ranges[furthest].end) > 0) furthest = i;
+  }
+  return undefined;
+}
+
 /** One address per range set goes to each attachment; all ranges of a set share a family. */
 export class RangeSet {
   constructor(
@@ -39,7 +55,7 @@ export class RangeSet {
   }
 
   overlaps(other: RangeSet): boolean {
-    return this.ranges.some((a) => other.ranges.some((b) => rangesOverlap(a, b)));
+    return findOverlap([...this.ranges, ...other.ranges]) !== undefined;
   }
 
   /** How many addresses the set can hand out (its gateways excluded). */

@@ -45,7 +45,7 @@ export interface BatchResult {
 }
 
 /** Words `ip -batch` would split, unquote or cut (it drops everything after '#'). */
-const UNSAFE_WORD = /\s|"|'|\\|#/;
+const UNSAFE_WORD = /[\s"'\\#\x00-\x1f\x7f]/; // control characters: -batch ends a line at NUL
 
 export class UnsafeWordError extends Error {
   constructor(

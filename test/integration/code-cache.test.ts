@@ -1,8 +1,11 @@
 // The executables' V8 code cache (src/boot/code-cache.ts): used when present,
-// rebuilt when broken, never trusted from a directory others can write.
+// rebuilt when broken, never trusted from a directory others can write or
+// reached through a symlink, never taken from another source.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { OUR_BIN, runPlugin, tempDir, type PluginEnv } from './helpers';
 
 const OURS = join(OUR_BIN, 'host-local');
@@ -79,5 +82,79 @@ describe('V8 code cache', () => {
     const r = await runPlugin(OURS, { ...env('ADD', 'a'), CNI_TS_CODE_CACHE_DIR: 'off' }, conf());
     expect(r.code).toBe(0);
     expect(fs.existsSync(join(process.cwd(), 'off'))).toBe(false);
+  });
+
+  describe('a directory someone else could steer', () => {
+    /** A file named as an older build's cache of the same bundle: ours to remove only in a directory we trust. */
+    const plantOld = (dir: string) => {
+      const old = join(dir, 'host-local-0000000000000000-v20.0.0-x64-ADD.v8');
+      fs.writeFileSync(old, 'not ours', { mode: 0o600 });
+      return old;
+    };
+
+    it('a symlink as the cache directory: not followed (nothing read, written or removed behind it)', async () => {
+      const real = join(tmp.path, 'real');
+      fs.mkdirSync(real, { mode: 0o700 });
+      const old = plantOld(real);
+      fs.symlinkSync(real, cacheDir);
+      expect((await runPlugin(OURS, env('ADD', 'a'), conf())).code).toBe(0);
+      expect(fs.readdirSync(real)).toEqual([old.split('/').pop()]);
+    });
+
+    it('a symlink among the parents: not followed', async () => {
+      const parent = join(tmp.path, 'parent');
+      fs.mkdirSync(join(parent, 'cache'), { recursive: true, mode: 0o700 });
+      fs.symlinkSync(parent, join(tmp.path, 'via'));
+      const r = await runPlugin(OURS, { ...env('ADD', 'a'), CNI_TS_CODE_CACHE_DIR: join(tmp.path, 'via', 'cache') }, conf());
+      expect(r.code).toBe(0);
+      expect(fs.readdirSync(join(parent, 'cache'))).toEqual([]);
+    });
+
+    it.each([
+      ['owned by another user', (d: string) => fs.chownSync(d, 65534, 65534)],
+      ['group-writable (not sticky)', (d: string) => fs.chmodSync(d, 0o775)],
+    ])('a parent %s: not used', async (_what, spoil) => {
+      const parent = join(tmp.path, 'parent');
+      fs.mkdirSync(join(parent, 'cache'), { recursive: true, mode: 0o700 });
+      const old = plantOld(join(parent, 'cache'));
+      spoil(parent);
+      const r = await runPlugin(OURS, { ...env('ADD', 'a'), CNI_TS_CODE_CACHE_DIR: join(parent, 'cache') }, conf());
+      expect(r.code).toBe(0);
+      expect(fs.readdirSync(join(parent, 'cache'))).toEqual([old.split('/').pop()]);
+    });
+
+    it('a cache made from another source of the same length is not used (V8 alone would run it)', async () => {
+      // The length of the source the plugin compiles, seen by a --require'd hook on vm.Script.
+      const hook = join(tmp.path, 'hook.js');
+      const lengthFile = join(tmp.path, 'length');
+      fs.writeFileSync(
+        hook,
+        `const vm = require('vm'); const S = vm.Script; vm.Script = class extends S { constructor(src, o) { require('fs').writeFileSync(${JSON.stringify(lengthFile)}, String(src.length)); super(src, o); } };`,
+      );
+      execFileSync('node', ['--require', hook, OURS], { env: { PATH: process.env.PATH!, ...env('VERSION', 'a'), CNI_TS_CODE_CACHE_DIR: 'off' }, input: '{"cniVersion":"1.0.0"}' });
+      const length = Number(fs.readFileSync(lengthFile, 'utf8'));
+      expect(length).toBeGreaterThan(10_000);
+
+      // A first call names the cache file; then a cache of another source of that length, made by the same node, replaces it.
+      expect((await runPlugin(OURS, env('ADD', 'a'), conf())).code).toBe(0);
+      const [name] = cacheFiles();
+      const marker = join(tmp.path, 'other-source-ran');
+      const head = `(function (exports, require, module, __filename, __dirname) {require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran');/*`;
+      const other = head + 'x'.repeat(length - head.length - 5) + '*/\n})';
+      expect(other.length).toBe(length);
+      const made = join(tmp.path, 'other.v8');
+      const maker = `const vm = require('vm'), fs = require('fs'); const s = new vm.Script(fs.readFileSync(0, 'utf8')); s.runInThisContext(); fs.writeFileSync(${JSON.stringify(made)}, s.createCachedData());`;
+      execFileSync('node', ['-e', maker], { env: { PATH: process.env.PATH! }, input: other });
+      // as our writer stores a cache: the digest of the source it was made from, then V8's data
+      const digest = createHash('sha256').update(other).digest('hex');
+      // (and as the previous release stored one: V8's data alone)
+      for (const planted of [Buffer.concat([Buffer.from(digest), fs.readFileSync(made)]), fs.readFileSync(made)]) {
+        fs.writeFileSync(join(cacheDir, name), planted, { mode: 0o600 });
+        const r = await runPlugin(OURS, env('ADD', `b${planted.length}`), conf());
+        expect(fs.existsSync(marker), 'the other source ran').toBe(false);
+        expect(r.code, r.stdout + r.stderr).toBe(0);
+        expect(r.json.ips[0].address).toMatch(/^10\.76\.0\.\d+\/24$/);
+      }
+    });
   });
 });

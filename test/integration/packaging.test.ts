@@ -2,7 +2,7 @@
 // a dpkg install into a throwaway root (never onto this machine) and the
 // systemd units through `systemd-analyze verify`.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, sh, tempDir } from './helpers';
@@ -41,7 +41,7 @@ describe('make install, install-standalone and uninstall', () => {
     expect(readFileSync(join(binDir, 'portmap'), 'utf8')).toBe('another plugin');
 
     make('install', `DESTDIR=${dest}`, 'CNI_BIN_DIR=/usr/libexec/cni');
-    for (const p of PLUGINS) expect(readFileSync(join(dest, 'usr/libexec/cni', p), 'utf8').startsWith('#!/usr/bin/env node\n'), p).toBe(true);
+    for (const p of PLUGINS) expect(readFileSync(join(dest, 'usr/libexec/cni', p), 'utf8').split('\n')[0], p).toMatch(/^#!\/usr\/bin\/env -S (-u NODE_\w+ )+node$/);
     make('uninstall', `DESTDIR=${dest}`, 'CNI_BIN_DIR=/usr/libexec/cni');
     for (const p of PLUGINS) expect(existsSync(join(dest, 'usr/libexec/cni', p)), p).toBe(false);
   });
@@ -66,6 +66,19 @@ describe('the .deb', () => {
     expect(listing.split('\n')[0]).toMatch(/^drwxr-xr-x root\/root .* \.\/$/); // dpkg would make / 0700
   });
 
+  it('installs the file that holds ETCD_PASSWORD readable by root only; the rest as usual', () => {
+    const modes = new Map(
+      sh(['dpkg-deb', '-c', deb])
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => [l.split(/\s+/)[5], l.split(/\s+/).slice(0, 2).join(' ')]),
+    );
+    expect(modes.get('./etc/default/vxlan-flannel')).toBe('-rw------- root/root');
+    expect(modes.get('./etc/default/host-local-repair')).toBe('-rw-r--r-- root/root');
+    expect(modes.get('./lib/systemd/system/vxlan-flannel.service')).toBe('-rw-r--r-- root/root');
+    for (const p of PLUGINS) expect(modes.get(`./opt/cni/bin/${p}`), p).toMatch(/^[-h]rwxr-xr-x root\/root$/); // h: a hard link
+  });
+
   it('depends on what the plugins run', () => {
     const depends = sh(['dpkg-deb', '-f', deb, 'Depends']).trim();
     for (const d of ['iproute2', 'util-linux', 'procps', 'iptables | nftables']) expect(depends).toContain(d);
@@ -85,6 +98,13 @@ describe('the .deb', () => {
     expect(statSync(join(bin, 'bridge')).mode & 0o777).toBe(0o755);
     for (const p of PLUGINS) expect(sh([join(bin, p), '--version']).trim(), p).toBe(version);
     expect(sh(['dpkg', `--root=${root}`, '-s', 'cni-ts'])).toContain('Status: install ok installed');
+    expect(statSync(join(root, 'etc/default/vxlan-flannel')).mode & 0o777).toBe(0o600);
+    // an edited copy from a release that installed it 0644 is made 0600 by the next configure
+    chmodSync(join(root, 'etc/default/vxlan-flannel'), 0o644);
+    writeFileSync(join(root, 'etc/default/vxlan-flannel'), 'ETCD_PASSWORD=secret\n', { flag: 'a' });
+    dpkg(root, '-i', deb);
+    expect(statSync(join(root, 'etc/default/vxlan-flannel')).mode & 0o777).toBe(0o600);
+    expect(readFileSync(join(root, 'etc/default/vxlan-flannel'), 'utf8')).toMatch(/ETCD_PASSWORD=secret\n$/);
 
     mkdirSync(join(root, 'var/cache/cni-ts'), { recursive: true, mode: 0o700 }); // as a plugin call leaves it
     dpkg(root, '--purge', 'cni-ts');

@@ -134,7 +134,11 @@ async function fromKubeconfig(file: string, apiUrl: string | undefined): Promise
   const caData = data(cluster['certificate-authority-data'], 'certificate-authority-data');
   if (caData) [conn.ca, conn.caSource] = [caData, `certificate-authority-data of cluster "${clusterName}" in ${file}`];
   else if (caFile) [conn.ca, conn.caSource] = [readFile(caFile, 'certificate-authority'), caFile];
-  if (cluster['insecure-skip-tls-verify'] === true) conn.insecureSkipTLSVerify = true;
+  if (cluster['insecure-skip-tls-verify'] === true) {
+    // client-go refuses this pair rather than silently dropping the CA the file names
+    if (conn.ca) fail(`cluster "${clusterName}": insecure-skip-tls-verify with a CA (certificate-authority or certificate-authority-data): specifying a root certificates file with the insecure flag is not allowed`);
+    conn.insecureSkipTLSVerify = true;
+  }
   if (typeof cluster['tls-server-name'] === 'string' && cluster['tls-server-name']) conn.tlsServerName = cluster['tls-server-name'];
 
   const certFile = path(user['client-certificate'], 'client-certificate');
@@ -149,6 +153,13 @@ async function fromKubeconfig(file: string, apiUrl: string | undefined): Promise
     conn.token = () => token;
   } else if (user.tokenFile !== undefined) conn.token = tokenFile(path(user.tokenFile, 'tokenFile')!, 'tokenFile');
   return conn;
+}
+
+/** A warning to log when the connection does not verify who the API server is; undefined when it does. */
+export function verificationWarning(conn: KubeConnection): string | undefined {
+  if (conn.server.startsWith('http:')) return `WARNING: the Kubernetes API ${conn.server} is plain HTTP: nothing is encrypted or verified`;
+  if (conn.insecureSkipTLSVerify) return `WARNING: the Kubernetes API server's certificate is not verified (insecure-skip-tls-verify in ${conn.description})`;
+  return undefined;
 }
 
 type YamlMap = Record<string, unknown>;

@@ -15,7 +15,7 @@ import { HeldLease, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwa
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
-import { KubeConfigOptions, KubeConnection, loadKubeConnection } from './config';
+import { KubeConfigOptions, KubeConnection, loadKubeConnection, verificationWarning } from './config';
 import { networkDownPatch, networkUpPatch } from './network-condition';
 import type { KubeNode } from './node';
 import { NodeChange, NodeWatch, NodeWatchOptions } from './node-watch';
@@ -145,6 +145,8 @@ export class KubeManager implements SubnetManager {
     const { client, conn, nodeName } = await connect(o);
     const m = new KubeManager(client, { ...o, nodeName }, log);
     log(`Kubernetes API: ${conn.description}${o.nodeName ? '' : `; node ${JSON.stringify(nodeName)}, where pod ${o.pod!.namespace}/${o.pod!.name} runs`}`);
+    const warning = verificationWarning(conn);
+    if (warning) log(warning);
     m.start();
     return m;
   }

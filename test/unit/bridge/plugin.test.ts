@@ -545,6 +545,8 @@ describe('config errors change nothing', () => {
     ['ipam plugin missing', { ipam: { type: 'no-such-ipam' } }, 7, /plugin "no-such-ipam" \(field "ipam.type"\) not found in CNI_PATH/],
     ['bridge name too long', { bridge: 'a-very-long-bridge-name' }, 7, /field "bridge".*longer than 15 bytes/],
     ['bridge name with #', { bridge: 'br#0' }, 7, /field "bridge"/],
+    ['bridge name with NUL', { bridge: 'br0\u0000x' }, 7, /field "bridge" "br0\\u0000x" is not a valid link name: it contains a control character/],
+    ['bridge name with a control character', { bridge: 'br\u0007' }, 7, /field "bridge" .* control character/],
     ['bridge name template with %', { bridge: 'rvb%d' }, 7, /field "bridge" "rvb%d" is not a valid link name: it contains '%'/],
     ['isGateway bool', { isGateway: 'yes' }, 7, /field "isGateway" must be true or false/],
     ['bad runtimeConfig.mac', { runtimeConfig: { mac: '01:00:5e:00:00:01' } }, 7, /field "runtimeConfig.mac"/],

@@ -29,6 +29,12 @@ describe('build id', () => {
     expect(readBuildStamp(file)).toEqual({ id: ID, bundle: 'bridge' });
   });
 
+  it('after the longest first line a kernel runs (255 bytes: our scripts unset NODE_* variables there)', () => {
+    const line = `#!/usr/bin/env -S ${'-u NODE_X '.repeat(21)}node`.padEnd(255, ' ');
+    expect(line.length).toBe(255);
+    expect(readBuildStamp(write('long', `${line}\n${scriptStamp(ID, 'host-local')}"use strict";\n`))).toEqual({ id: ID, bundle: 'host-local' });
+  });
+
   it("reads a standalone executable's id from the trailer after its ELF image", () => {
     const file = write('elf', Buffer.concat([Buffer.from('\x7fELF', 'latin1'), Buffer.alloc(100_000, 7)]));
     expect(readBuildStamp(file)).toBeUndefined();

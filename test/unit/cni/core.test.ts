@@ -45,6 +45,9 @@ describe('environment', () => {
     [{ ...base, CNI_IFNAME: '..' }, /'.' or '..'/],
     [{ ...base, CNI_IFNAME: 'eth:0' }, /contains '\/', ':' or whitespace/],
     [{ ...base, CNI_IFNAME: 'eth 0' }, /whitespace/],
+    [{ ...base, CNI_IFNAME: 'eth0\u0001' }, /^CNI_IFNAME "eth0\\u0001" is invalid: it contains a control character$/],
+    [{ ...base, CNI_IFNAME: 'eth\u007f' }, /^CNI_IFNAME .* control character$/],
+    [{ ...base, CNI_NETNS: '/var/run/netns/x\u001bq' }, /^CNI_NETNS "\/var\/run\/netns\/x\\u001bq" is invalid: it contains a control character$/],
   ])('rejects %j with code 4', (env, message) => {
     expect(() => readInvocation(env)).toThrow(message);
     expect(codeOf(() => readInvocation(env))).toBe(4);

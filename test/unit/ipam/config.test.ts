@@ -4,13 +4,44 @@ import { parseNetConf } from '../../../src/cni/config';
 import { parseCniArgs } from '../../../src/cni/args';
 import { CniError } from '../../../src/cni/errors';
 import { thrown } from '../../support/expect';
+import { IP } from '../../../src/net/ip';
 
 const conf = (ipam: object, extra: object = {}) =>
   parseNetConf(JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'host-local', ipam: { type: 'host-local', ...ipam }, ...extra }));
 const load = (ipam: object, extra: object = {}, args = '') => loadIpamConfig(conf(ipam, extra), parseCniArgs(args));
 
 
+/** Counts IP comparisons while `fn` runs, failing as soon as there are more than `budget`. */
+function comparisons(budget: number, fn: () => void): number {
+  const compare = IP.prototype.compare;
+  let n = 0;
+  IP.prototype.compare = function (this: IP, other: IP) {
+    if (++n > budget) throw new Error(`more than ${budget} comparisons`);
+    return compare.call(this, other);
+  };
+  try {
+    fn();
+  } finally {
+    IP.prototype.compare = compare;
+  }
+  return n;
+}
+
 describe('host-local config', () => {
+  it('checks 20,000 ranges for overlaps in n log n comparisons, and still finds the one overlap among them', () => {
+    const n = 20_000;
+    const slash30 = (k: number) => ({ subnet: `10.${k >> 12}.${(k >> 4) & 255}.${(k & 15) * 16}/28` });
+    const ranges = Array.from({ length: n }, (_, k) => slash30(k));
+    const budget = 40 * n; // n log2 n is ~14 n; the pairwise check made n^2 / 2 (2e8, 4 s)
+    expect(comparisons(budget, () => load({ ranges: [ranges] }))).toBeLessThan(budget);
+    const sets = ranges.map((r) => [r]); // the same across range sets
+    expect(comparisons(budget, () => load({ ranges: sets }))).toBeLessThan(budget);
+    const clash = [...ranges.slice(0, 12_345), { subnet: '10.1.2.0/24' }, ...ranges.slice(12_345)];
+    expect(thrown(CniError, () => comparisons(budget, () => load({ ranges: [clash] }))).message).toMatch(
+      /^field "ipam.ranges\[0\]": ranges 10\.1\.2\.\d+-10\.1\.2\.\d+ and 10\.1\.2\.1-10\.1\.2\.254 overlap$/,
+    );
+  });
+
   it('applies the reference defaults', () => {
     const cfg = load({ ranges: [[{ subnet: '10.1.0.0/24' }], [{ subnet: 'fd01::/64' }]] });
     expect(cfg.dataDir).toBe('/var/lib/cni/networks');

@@ -6,6 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runHostLocal as run, withNoSpace } from './host-local-harness';
 import { listReservations } from '../../../src/ipam/ls';
+import { ParkingLot } from '../../../src/ipam/parking-lot';
+import { IP } from '../../../src/net/ip';
 
 let dataDir: string;
 const netDir = () => join(dataDir, 'sticky');
@@ -64,6 +66,36 @@ describe('stickyTTL', () => {
     // a comes back to its own address; b's was handed out, and nothing is left for it
     expect(ips(await run('ADD', one, 'ctr-a2', 'eth0', pod('a')))).toEqual(['10.5.0.2']);
     expect((await run('ADD', one, 'ctr-b2', 'eth0', pod('b'))).json).toMatchObject({ code: 50 });
+  });
+
+  it('a parking is found only by the pod and interface it names ("a/b" + "c" is not "a" + "b/c")', () => {
+    const lot = new ParkingLot(join(dataDir, 'meta'));
+    const parked = { attachment: { containerId: 'c1', ifname: 'primary' }, ips: [IP.parse('10.5.0.2')!], parkedAt: 1, expiresAt: Date.now() + HOUR };
+    lot.save({ ...parked, pod: { namespace: 'team-a/db', name: 'primary' } });
+    lot.save({ ...parked, pod: { namespace: 'team-b', name: 'db' } });
+    expect(lot.get({ namespace: 'team-a', name: 'db/primary' }, 'primary')).toBeUndefined();
+    expect(lot.get({ namespace: 'team-a/db', name: 'primary' }, 'primary')?.pod).toEqual({ namespace: 'team-a/db', name: 'primary' });
+    // a record under a pod's key that names another pod (copied there by hand, or an older key) is not that pod's
+    const dir = join(dataDir, 'meta', 'parked');
+    const teamB = fs.readdirSync(dir).find((f) => f !== 'next-expiry' && fs.readFileSync(join(dir, f), 'utf8').includes('"team-b"'))!;
+    lot.remove({ ...parked, pod: { namespace: 'team-b', name: 'db' } });
+    lot.save({ ...parked, pod: { namespace: 'team-c', name: 'db' } });
+    const teamC = fs.readdirSync(dir).find((f) => f !== 'next-expiry')!;
+    fs.renameSync(join(dir, teamC), join(dir, teamB));
+    expect(lot.get({ namespace: 'team-b', name: 'db' }, 'primary')).toBeUndefined();
+  });
+
+  it.each([
+    ['K8S_POD_NAME', 'team-a', 'db/primary'],
+    ['K8S_POD_NAMESPACE', 'team-a/db', 'primary'],
+    ['K8S_POD_NAME', 'default', 'Web_0'],
+    ['K8S_POD_NAMESPACE', 'x'.repeat(64), 'p'],
+    ['K8S_POD_NAME', 'default', 'web\x01'],
+  ])('ADD refuses a %s that is no Kubernetes name (code 7, naming it); DEL parks nothing for it', async (field, ns, name) => {
+    const r = await run('ADD', conf(), 'ctr-1', 'eth0', `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name}`);
+    expect(r.json).toMatchObject({ code: 7, msg: expect.stringContaining(`CNI_ARGS ${field} `) });
+    expect(reserved()).toEqual([]);
+    expect((await run('DEL', conf(), 'ctr-1', 'eth0', `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name}`)).exitCode).toBe(0);
   });
 
   it('a requested address parked for another pod is refused, naming the pod and when the parking ends', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { IP, Prefix } from '../../../src/net/ip';
-import { Range, RangeSet } from '../../../src/ipam/range';
+import { Range, RangeSet, findOverlap } from '../../../src/ipam/range';
 
 const ip = (s: string) => IP.parse(s)!;
 function range(subnet: string, start: string, end: string, gateway: string): Range {
@@ -42,6 +42,30 @@ describe('RangeSet.candidates (the reference iterator)', () => {
         expect(new Set(seen).size).toBe(seen.length);
         expect(BigInt(seen.length)).toBe(s.capacity);
         expect(seen).not.toContain('10.9.0.1');
+      }),
+    );
+  });
+});
+
+describe('findOverlap', () => {
+  const span = (family: 4 | 6, a: number, b: number): Range => {
+    const at = (v: number) => IP.fromBigInt(family, BigInt(v));
+    return { subnet: Prefix.parse(family === 4 ? '0.0.0.0/0' : '::/0')!, start: at(Math.min(a, b)), end: at(Math.max(a, b)), gateway: at(0) };
+  };
+  const overlap = (x: Range, y: Range) => x.start.family === y.start.family && x.start.value <= y.end.value && y.start.value <= x.end.value;
+
+  it('finds an overlapping pair exactly when the pairwise check does', () => {
+    const arb = fc.array(fc.tuple(fc.constantFrom<4 | 6>(4, 6), fc.nat(200), fc.nat(200)), { maxLength: 12 });
+    fc.assert(
+      fc.property(arb, (spec) => {
+        const ranges = spec.map(([f, a, b]) => span(f, a, b));
+        const pairwise = ranges.some((x, i) => ranges.some((y, j) => i < j && overlap(x, y)));
+        const found = findOverlap(ranges);
+        expect(found !== undefined).toBe(pairwise);
+        if (found) {
+          expect(found[0]).toBeLessThan(found[1]);
+          expect(overlap(ranges[found[0]], ranges[found[1]])).toBe(true);
+        }
       }),
     );
   });

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, Server, Socket } from 'node:net';
 import { join } from 'node:path';
-import { KubeConfigError, KubeConnection, loadKubeConnection } from '../../../../src/flannel/kube/config';
+import { KubeConfigError, KubeConnection, loadKubeConnection, verificationWarning } from '../../../../src/flannel/kube/config';
 import { KubeApiError, KubeClient } from '../../../../src/flannel/kube/client';
 import { annotationNames, ownNodePatch } from '../../../../src/flannel/kube/annotations';
 import { networkUpPatch } from '../../../../src/flannel/kube/network-condition';
@@ -148,9 +148,24 @@ describe('the Kubernetes client', () => {
       expect((await server.requests()).slice(-2).map((r) => r.user)).toEqual(['admin', FLANNEL_USER]);
     });
 
-    it('honours insecure-skip-tls-verify', async () => {
+    it('honours insecure-skip-tls-verify, with a warning to log', async () => {
       const conn = await loadKubeConnection({ kubeconfigFile: file('kc-insecure', kubeconfigYaml({ server: server.url, insecureSkipTlsVerify: true, token: 'admin-token' })) });
       expect((await client(conn).getNode('n1')).metadata.name).toBe('n1');
+      expect(verificationWarning(conn)).toMatch(/^WARNING: the Kubernetes API server's certificate is not verified \(insecure-skip-tls-verify in kubeconfig .*kc-insecure/);
+      expect(verificationWarning({ ...conn, insecureSkipTLSVerify: undefined })).toBeUndefined();
+      expect(verificationWarning({ server: 'http://10.0.0.1:8080', description: 'x' })).toMatch(/plain HTTP/);
+    });
+
+    it.each([
+      ['certificate-authority-data', { caPem: true }],
+      ['certificate-authority', { caFile: true }],
+    ])('refuses insecure-skip-tls-verify with a CA (%s), as client-go does', async (_what, caSpec) => {
+      const caFile = join(tmp.path, 'kc-ca.crt');
+      writeFileSync(caFile, ca.caPem);
+      const spec = 'caFile' in caSpec ? { caFile } : { caPem: ca.caPem };
+      const text = kubeconfigYaml({ server: server.url, insecureSkipTlsVerify: true, token: 'admin-token', ...spec });
+      const err = await rejected(KubeConfigError, loadKubeConnection({ kubeconfigFile: file('kc-insecure-ca', text) }));
+      expect(err.message).toMatch(/kc-insecure-ca: cluster "stand-in": insecure-skip-tls-verify with a CA .*not allowed/);
     });
 
     it('with --kube-api-url alone: no credentials (the server says 401, and the error says so)', async () => {

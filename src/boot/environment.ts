@@ -1,0 +1,47 @@
+// A root plugin runs with whatever environment its runtime passes on. Node
+// reads some NODE_* variables before any of our code runs; those are shut out
+// before the start: the scripts' shebang unsets them, and the standalone
+// executable (whose SEA config already ignores NODE_OPTIONS and compiles its
+// main script from its own code cache, not NODE_COMPILE_CACHE) starts itself
+// again without them when one is set (NODE_EXTRA_CA_CERTS would otherwise
+// stay trusted by every TLS connection). The rest are read later, when used
+// (NODE_TLS_REJECT_UNAUTHORIZED, NODE_REDIRECT_WARNINGS, NODE_DEBUG, ...):
+// removed here, first thing, so that they change nothing in this process and
+// reach none of its children (delegated plugins, ip, iptables).
+
+/** The variables Node reads at start-up, before a script runs: unset by the scripts' shebang (build.mjs). */
+export const STARTUP_NODE_VARIABLES = [
+  'NODE_OPTIONS',
+  'NODE_EXTRA_CA_CERTS',
+  'NODE_COMPILE_CACHE',
+  'NODE_V8_COVERAGE',
+  'NODE_USE_ENV_PROXY',
+  'NODE_ICU_DATA',
+  'NODE_CHANNEL_FD',
+  'NODE_UNIQUE_ID',
+  'NODE_PATH',
+  'NODE_PENDING_DEPRECATION',
+] as const;
+
+type Execve = (file: string, args: string[], env: Record<string, string | undefined>) => never;
+
+/**
+ * Removes every NODE_* variable from this process's environment. With
+ * `restart` (the standalone executable), when one Node read at start-up was
+ * set, replaces this process with a fresh start of the same executable
+ * without them (process.execve: same pid, same descriptors).
+ */
+export function ignoreNodeEnvironment(restart: boolean, env: NodeJS.ProcessEnv = process.env): void {
+  const readAtStart = STARTUP_NODE_VARIABLES.some((name) => env[name] !== undefined);
+  const coverage = env.NODE_V8_COVERAGE !== undefined;
+  for (const name of Object.keys(env)) if (name.startsWith('NODE_')) delete env[name];
+  if (!readAtStart || !restart) return;
+  // Coverage NODE_V8_COVERAGE started is written on the way out, execve included: stop it first.
+  if (coverage) (require('node:v8') as typeof import('node:v8')).stopCoverage();
+  const execve = (process as unknown as { execve?: Execve }).execve;
+  try {
+    if (execve) execve(process.execPath, [process.argv0, ...process.argv.slice(2)], env);
+  } catch {
+    // not replaced: go on in this process (without the variables Node reads later)
+  }
+}
