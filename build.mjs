@@ -204,6 +204,10 @@ async function buildStandalone() {
     const exe = join('dist/bin', first);
     copyFileSync(node, exe);
     chmodSync(exe, 0o755);
+    // The symbol table and debug info (18 MB of Node 24's 127 MB) serve only a debugger: without
+    // them the executable, the package and the image are smaller. Must happen before the blob goes
+    // in (stripping after injection breaks the executable). The dynamic symbols addons link against stay.
+    quiet('strip', ['--strip-all', exe]);
     // postject's ELF writer (LIEF) prints harmless warnings about note sections: shown only on failure.
     quiet(process.execPath, ['node_modules/postject/dist/cli.js', exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
     stampStandalone(exe, id);

@@ -8,12 +8,14 @@ root=${1:?usage: trim.sh ROOT}
 
 # Packages nothing here runs: logins and PAM, TLS (only krb5's plugins and
 # openssl's engines use it), Berkeley DB (arpd), dpkg itself, bash (/bin/sh
-# is dash), the libc's locale tools, file utilities the daemon never calls;
+# is dash), the libc's locale tools, file utilities the daemon never calls,
+# Sun RPC and Kerberos (only iproute2's `ss` links them, and nothing runs ss);
 # and $TRIM_EXTRA_PACKAGES (the Containerfile's: apt and its keyring).
 # Their regular files and links go; directories stay (others share them).
 for pkg in login libpam-modules libpam-modules-bin libpam-runtime libssl3 libdb5.3 dpkg bash libc-bin \
   diffutils findutils tar gzip hostname sysvinit-utils util-linux-extra ncurses-bin debianutils \
-  init-system-helpers perl-base ${TRIM_EXTRA_PACKAGES:-}; do
+  init-system-helpers perl-base libtirpc3 libtirpc-common libgssapi-krb5-2 libkrb5-3 libk5crypto3 \
+  libkrb5support0 libkeyutils1 libcom-err2 ${TRIM_EXTRA_PACKAGES:-}; do
   for list in "$root/var/lib/dpkg/info/$pkg.list" "$root/var/lib/dpkg/info/$pkg:"*.list; do
     [ -f "$list" ] || continue
     while IFS= read -r path; do
@@ -30,6 +32,12 @@ rm -rf "$root"/usr/lib/*/perl-base "$root"/usr/share/perl5 "$root"/usr/lib/*/gco
   "$root"/var/lib/apt/lists/* "$root"/var/log/* "$root"/var/lib/dpkg/info/*.md5sums "$root"/var/lib/dpkg/info/*.symbols \
   "$root"/usr/lib/*/engines-3 \
   "$root"/usr/lib/*/ossl-modules "$root"/usr/lib/*/security
+
+# iproute2's tools for other subsystems (devlink, RDMA, TIPC, DCB, vDPA, generic netlink, stats):
+# nothing in the image runs them (the daemon and the plugins run ip and bridge).
+for tool in devlink rdma tipc dcb vdpa genl rtmon nstat lnstat ctstat rtstat rtacct ifstat routel; do
+  rm -f "$root/usr/bin/$tool" "$root/usr/sbin/$tool"
+done
 
 # An executable or library left needing a library that is gone is dead weight: it goes too.
 have() { [ -e "$root/usr/lib/x86_64-linux-gnu/$1" ] || [ -e "$root/usr/lib/$1" ] || [ -e "$root/usr/lib64/$1" ]; }
