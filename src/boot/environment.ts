@@ -23,10 +23,17 @@ export const STARTUP_NODE_VARIABLES = [
   'NODE_PENDING_DEPRECATION',
 ] as const;
 
+/**
+ * NODE_* variables that are ours to read, not Node's: flanneld's NODE_NAME
+ * (`--node-name`, which kube-flannel-style manifests set from spec.nodeName).
+ * Node itself reads no variable of these names.
+ */
+export const KEPT_NODE_VARIABLES: readonly string[] = ['NODE_NAME'];
+
 type Execve = (file: string, args: string[], env: Record<string, string | undefined>) => never;
 
 /**
- * Removes every NODE_* variable from this process's environment. With
+ * Removes every NODE_* variable but KEPT_NODE_VARIABLES from this process's environment. With
  * `restart` (the standalone executable), when one Node read at start-up was
  * set, replaces this process with a fresh start of the same executable
  * without them (process.execve: same pid, same descriptors).
@@ -34,7 +41,7 @@ type Execve = (file: string, args: string[], env: Record<string, string | undefi
 export function ignoreNodeEnvironment(restart: boolean, env: NodeJS.ProcessEnv = process.env): void {
   const readAtStart = STARTUP_NODE_VARIABLES.some((name) => env[name] !== undefined);
   const coverage = env.NODE_V8_COVERAGE !== undefined;
-  for (const name of Object.keys(env)) if (name.startsWith('NODE_')) delete env[name];
+  for (const name of Object.keys(env)) if (name.startsWith('NODE_') && !KEPT_NODE_VARIABLES.includes(name)) delete env[name];
   if (!readAtStart || !restart) return;
   // Coverage NODE_V8_COVERAGE started is written on the way out, execve included: stop it first.
   if (coverage) (require('node:v8') as typeof import('node:v8')).stopCoverage();
