@@ -17,11 +17,15 @@ import type { SubnetEnv } from '../subnet-env';
  */
 export interface ExternalInterface {
   dev: string;
+  /** Source address of the IPv4 tunnel (on `dev`); undefined when it has no IPv4 address. */
   localIP?: IP;
+  /** Address peers send to (the lease's PublicIP); localIP unless --public-ip says otherwise. */
   publicIP?: IP;
+  /** Source address of the IPv6 tunnel: the address chosen by the options if `dev` holds it, else its first global IPv6. */
   localIPv6?: IP;
+  /** The lease's PublicIPv6; localIPv6 unless --public-ipv6 says otherwise. */
   publicIPv6?: IP;
-  /** The subnets `dev` is directly on. */
+  /** The subnets `dev` is directly on (its IPv4 and global IPv6 prefixes): DirectRouting's input. */
   subnets: Prefix[];
   mtu: number;
 }
@@ -50,6 +54,20 @@ export interface SideState {
   failed: string[];
   /** Stale entries the kernel would not remove (they may steer traffic to a node that left). */
   staleLeft: number;
+}
+
+/**
+ * Records on `state` what the kernel refused of a plan: `subjects[i]` is the
+ * peer subnet change i was for, or undefined for the removal of a stale entry.
+ */
+export function recordRefused(state: SideState, subjects: readonly (string | undefined)[], refused: ReadonlySet<number>): void {
+  const failed = new Set<string>();
+  for (const i of refused) {
+    const subject = subjects[i];
+    if (subject === undefined) state.staleLeft++;
+    else failed.add(subject);
+  }
+  state.failed = [...failed];
 }
 
 /** The /metrics counters a backend feeds (the daemon's DaemonMetrics is one). */

@@ -11,21 +11,10 @@ import { ipJson } from '../../iproute/exec';
 import type { AddrInfo } from '../../iproute/addr';
 import { isUp, listLinks, type IpLink } from '../../iproute/link';
 import type { IpRoute } from '../../iproute/route';
+import type { ExternalInterface } from '../backend/backend';
 
-export interface Underlay {
-  dev: string;
-  /** Source address of the IPv4 tunnel (on `dev`); undefined when it has no IPv4 address. */
-  localIP?: IP;
-  /** Address peers send to (the lease's PublicIP); localIP unless --public-ip says otherwise. */
-  publicIP?: IP;
-  /** Source address of the IPv6 tunnel: the address chosen by the options if `dev` holds it, else its first global IPv6. */
-  localIPv6?: IP;
-  /** The lease's PublicIPv6; localIPv6 unless --public-ipv6 says otherwise. */
-  publicIPv6?: IP;
-  /** The subnets `dev` is directly on (its IPv4 and global IPv6 prefixes): DirectRouting's input. */
-  subnets: Prefix[];
-  mtu: number;
-}
+/** The underlay interface as chosen here: the shape every backend takes (backend.ts). */
+export type Underlay = ExternalInterface;
 
 export interface UnderlayOptions {
   /** --iface, repeatable: an interface name or an address it holds; the first that matches wins. */

@@ -8,7 +8,7 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import { familiesOf, leasedSubnet, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
+import { familiesOf, leasedSubnet, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RoutePlanError, applyRoutes, desiredRoutes, planRoutes, readRoutes } from './routes';
 
@@ -98,13 +98,7 @@ export class HostGwNetwork implements Backend {
       } catch (err) {
         if (err instanceof RoutePlanError) {
           plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
-          const failed = new Set<string>();
-          for (const i of err.failedChanges) {
-            const subject = plan.subjects[i];
-            if (subject === undefined) state.staleLeft++;
-            else failed.add(subject);
-          }
-          state.failed = [...failed];
+          recordRefused(state, plan.subjects, err.failedChanges);
         }
         throw err;
       }

@@ -8,7 +8,7 @@ import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import type { Backend, BackendContext, BackendMetrics, ExternalInterface, LeasedFamily, SideState } from '../backend';
+import { recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
 import { Peer, PeerMemo, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from './peers';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
@@ -155,13 +155,7 @@ export class VxlanNetwork implements Backend {
             plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
             this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
             this.metrics?.changesFailed(s.family, err.failedChanges.size);
-            const failed = new Set<string>();
-            for (const i of err.failedChanges) {
-              const subject = plan.subjects[i];
-              if (subject === undefined) state.staleLeft++;
-              else failed.add(subject);
-            }
-            state.failed = [...failed];
+            recordRefused(state, plan.subjects, err.failedChanges);
           } else state.failed = peers.map((p) => p.subnet.toString());
           // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
           // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
