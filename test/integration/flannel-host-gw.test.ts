@@ -18,7 +18,7 @@ import { DaemonHandle, Host, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaem
 import { waitFor } from '../support/wait';
 import { OUR_BIN, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
-import { KubeApiServerProcess, spawnKubeApiServer } from '../support/kube-apiserver-process';
+import { KubeApiServerProcess, spawnClusterApiServer } from '../support/kube-apiserver-process';
 import type { JsonObject } from '../support/kube-apiserver';
 
 const P = 'flannel.alpha.coreos.com';
@@ -82,8 +82,7 @@ describe('host-gw with the Kubernetes subnet manager, dual stack', () => {
     const api = topo.addHost('api', 100);
     world = topo.addHost('world', 200);
     const ca = new TestCA(join(topo.tmp.path, 'pki'));
-    const cert = ca.server('kube-apiserver', [API_IP], ['kubernetes.default.svc']);
-    server = await spawnKubeApiServer({ netns: api.path, host: API_IP, port: 6443, tls: { cert: cert.certPem, key: cert.keyPem }, users: [{ name: SA_USER, token: TOKEN, role: 'flannel' }] });
+    server = await spawnClusterApiServer(api.path, API_IP, ca, [{ name: SA_USER, token: TOKEN, role: 'flannel' }]);
     for (const [node, n] of [[n1, 1], [n2, 2], [n3, 3]] as const) {
       await server.createNode(registered(node.name, n));
       const sa = '/var/run/secrets/kubernetes.io/serviceaccount';

@@ -28,7 +28,7 @@ import { waitFor, waitAndReport } from '../support/wait';
 import { OUR_BIN, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
 import { kubeconfigYaml } from '../support/kubeconfig';
-import { KubeApiServerProcess, spawnKubeApiServer } from '../support/kube-apiserver-process';
+import { KubeApiServerProcess, spawnClusterApiServer, spawnKubeApiServer } from '../support/kube-apiserver-process';
 import type { JsonObject } from '../support/kube-apiserver';
 
 const P = 'flannel.alpha.coreos.com';
@@ -111,17 +111,10 @@ beforeAll(async () => {
   world = topo.addHost('world', 200);
 
   const ca = new TestCA(join(topo.tmp.path, 'pki'));
-  const cert = ca.server('kube-apiserver', [API_IP], ['kubernetes.default.svc']);
-  server = await spawnKubeApiServer({
-    netns: api.path,
-    host: API_IP,
-    port: 6443,
-    tls: { cert: cert.certPem, key: cert.keyPem, clientCA: ca.caPem },
-    users: [
-      { name: SA_USER, token: SA_TOKEN, role: 'flannel' },
-      { name: CERT_USER, role: 'flannel' },
-    ],
-  });
+  server = await spawnClusterApiServer(api.path, API_IP, ca, [
+    { name: SA_USER, token: SA_TOKEN, role: 'flannel' },
+    { name: CERT_USER, role: 'flannel' },
+  ]);
   await server.createNode(registeredNode('n1', 1));
   await server.createNode(registeredNode('n2', 2));
   await server.createNode(registeredNode('n3')); // no pod CIDR yet

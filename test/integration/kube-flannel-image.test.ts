@@ -23,7 +23,7 @@ import { Host, Topology, UNDERLAY_PREFIX, enter, fileOf } from './flannel-topolo
 import { waitFor } from '../support/wait';
 import { ROOT, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
-import { KubeApiServerProcess, spawnKubeApiServer } from '../support/kube-apiserver-process';
+import { KubeApiServerProcess, spawnClusterApiServer } from '../support/kube-apiserver-process';
 import { PrivateContainerd } from './containerd';
 import type { JsonObject } from '../support/kube-apiserver';
 
@@ -192,14 +192,7 @@ beforeAll(async () => {
   // the manifest gives no --iface: the daemon takes the default route's interface, as flanneld does
   for (const node of nodes) topo.ip(node.ns, `route add default via ${API_IP} dev eth0`);
   ca = new TestCA(join(topo.tmp.path, 'pki'));
-  const cert = ca.server('kube-apiserver', [API_IP], ['kubernetes.default.svc']);
-  server = await spawnKubeApiServer({
-    netns: api.path,
-    host: API_IP,
-    port: 6443,
-    tls: { cert: cert.certPem, key: cert.keyPem, clientCA: ca.caPem },
-    users: [{ name: SA_USER, token: SA_TOKEN, role: 'flannel' }],
-  });
+  server = await spawnClusterApiServer(api.path, API_IP, ca, [{ name: SA_USER, token: SA_TOKEN, role: 'flannel' }]);
   // the service account volume the kubelet projects into every container
   const sa = join(topo.tmp.path, 'serviceaccount');
   mkdirSync(sa);

@@ -9,7 +9,8 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { HOOK_NAMES, Json, KubeApiHooks, KubeApiServerOptions } from './kube-apiserver';
+import { HOOK_NAMES, Json, KubeApiHooks, KubeApiServerOptions, type KubeUser } from './kube-apiserver';
+import type { TestCA } from './pki';
 
 export interface KubeApiServerProcess extends KubeApiHooks {
   /** The API's URL, as the server sees its own address (reachable from wherever that address is). */
@@ -18,6 +19,17 @@ export interface KubeApiServerProcess extends KubeApiHooks {
   output(): string;
   /** Stops the process and removes its temp dir; safe to call twice. */
   stop(): Promise<void>;
+}
+
+/**
+ * The stand-in as the cluster tests run it: in the namespace at `netns`, on
+ * `ip`:6443 over HTTPS with a certificate of `ca` (for `ip` and
+ * kubernetes.default.svc, as a real API server's), client certificates
+ * checked against `ca`, and `users` (tokens or certificates).
+ */
+export function spawnClusterApiServer(netns: string, ip: string, ca: TestCA, users: KubeUser[]): Promise<KubeApiServerProcess> {
+  const cert = ca.server('kube-apiserver', [ip], ['kubernetes.default.svc']);
+  return spawnKubeApiServer({ netns, host: ip, port: 6443, tls: { cert: cert.certPem, key: cert.keyPem, clientCA: ca.caPem }, users });
 }
 
 /**
