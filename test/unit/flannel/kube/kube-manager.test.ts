@@ -99,7 +99,7 @@ describe('KubeManager', () => {
     const dead = open({ url: 'http://127.0.0.1:1' });
     await waitFor('a failed list', () => logs.some((l) => l.startsWith('watching Nodes: GET http://127.0.0.1:1/api/v1/nodes')));
     await expect(dead.nodePublicIPs()).rejects.toThrow(StoreUnavailable);
-    await expect(dead.nodePublicIPs()).rejects.toThrow(/no list of Nodes yet: GET http:\/\/127.0.0.1:1\/api\/v1\/nodes: connect ECONNREFUSED/);
+    await expect(dead.nodePublicIPs()).rejects.toThrow(/no list of Nodes yet: GET http:\/\/127.0.0.1:1\/api\/v1\/nodes\?limit=500: connect ECONNREFUSED/);
     await dead.close();
 
     const m = open();
