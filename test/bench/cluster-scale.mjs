@@ -5,6 +5,7 @@
 // namespace (the daemon's underlay is one end of a veth pair there).
 //
 //   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,etcd,file)
+//   SCALE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": node flags for the daemon (profiles, V8 heap flags)
 //
 // Per N, medians over SCALE_REPEAT rounds where it makes sense:
 // - all peers programmed: the daemon's start until every peer's route is on
@@ -34,6 +35,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
 // SCALE_DAEMON: another build to compare (e.g. of an older commit)
 const DAEMON = process.env.SCALE_DAEMON ?? join(root, 'bin/vxlan-flannel');
+const NODE_ARGS = (process.env.SCALE_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const NS = 'cnibench-scale';
 const NETNS = `/run/netns/${NS}`;
 const SIZES = (process.env.SCALE_NODES ?? '1000,5000').split(',').map(Number);
@@ -133,7 +135,7 @@ const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/
 
 function startDaemon(dir, args) {
   const log = join(dir, 'daemon.log');
-  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, DAEMON, 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, ...NODE_ARGS, DAEMON, 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
