@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { IP, Prefix } from '../../net/ip';
 import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter } from '../log';
-import { HeldLease, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
+import { HeldLease, LeaseDelta, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
@@ -34,6 +34,11 @@ export interface KubeOptions extends KubeConfigOptions {
   /** --set-node-network-unavailable: mark the Node's network up once the overlay is. */
   setNodeNetworkUnavailable: boolean;
 }
+
+/** How many lease changes the journal keeps (leaseChanges): a reader further behind lists instead. */
+const JOURNAL_LIMIT = 20_000;
+
+type LeaseRead = { lease: Lease } | { reason: string };
 
 /** While our Node has no usable pod CIDR, the reason is logged again this often (it is logged at once when it changes). */
 const WAIT_REMINDER_MS = 5 * 60_000;
@@ -108,7 +113,10 @@ export class KubeManager implements SubnetManager {
   private readonly wakeOnOwnChange = new Set<() => void>();
   private relistCount = 0;
   /** Per Node that is a flannel node: its lease (or why it is unusable) as last read, and its signature. */
-  private readonly leaseOf = new Map<string, { signature: string; read: { lease: Lease } | { reason: string } }>();
+  private readonly leaseOf = new Map<string, { signature: string; read: LeaseRead }>();
+  /** The lease changes, in order: entry i is change number journalStart + i + 1 (`changes` counts them). */
+  private readonly journal: { name: string; before?: LeaseRead; after?: LeaseRead }[] = [];
+  private journalStart = 0;
   /** Watch troubles before the daemon watches (it reports them itself after). */
   private readonly early: Reporter;
 
@@ -167,10 +175,22 @@ export class KubeManager implements SubnetManager {
     const before = this.leaseOf.get(name)?.signature ?? '';
     const read = c.type === 'DELETED' ? undefined : nodeLease(c.node, this.names);
     const now = signatureOf(read);
-    if (read) this.leaseOf.set(name, { signature: now, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read });
+    if (before === now) {
+      // the same lease: the object the backends judged stays (a heartbeat, another annotation)
+      if (!read) this.leaseOf.delete(name);
+      return;
+    }
+    const was = this.leaseOf.get(name)?.read;
+    const entry = read ? { signature: now, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read } : undefined;
+    if (entry) this.leaseOf.set(name, entry);
     else this.leaseOf.delete(name);
-    if (before === now) return;
     this.changes++;
+    this.journal.push({ name, before: was, after: entry?.read });
+    if (this.journal.length > JOURNAL_LIMIT) {
+      const drop = this.journal.length - JOURNAL_LIMIT / 2;
+      this.journal.splice(0, drop);
+      this.journalStart += drop;
+    }
     this.onChange?.(`node ${JSON.stringify(name)} ${c.type === 'ADDED' ? 'added' : c.type === 'DELETED' ? 'deleted' : 'changed'}`);
   }
 
@@ -303,6 +323,25 @@ export class KubeManager implements SubnetManager {
       else list.leases.push(read.lease);
     }
     return list;
+  }
+
+  /** The lease changes after revision `revision` (a count of changes), from the journal; undefined when it no longer holds them all. */
+  leaseChanges(revision: string): LeaseDelta | undefined {
+    const from = Number(revision);
+    if (!this.synced || !Number.isSafeInteger(from) || from < this.journalStart || from > this.changes) return undefined;
+    const delta: LeaseDelta = { removed: [], added: [], bad: [], revision: String(this.changes) };
+    const removed = new Set<Lease>();
+    const added = new Set<Lease>();
+    for (let i = from - this.journalStart; i < this.journal.length; i++) {
+      const { name, before, after } = this.journal[i];
+      // a lease added and removed again within the window cancels out
+      if (before && 'lease' in before && !added.delete(before.lease)) removed.add(before.lease);
+      if (after && 'lease' in after) added.add(after.lease);
+      if (after && 'reason' in after) delta.bad.push({ key: `nodes/${name}`, why: after.reason });
+    }
+    delta.removed = [...removed];
+    delta.added = [...added];
+    return delta;
   }
 
   /**
