@@ -5,6 +5,7 @@
 // namespace (the daemon's underlay is one end of a veth pair there).
 //
 //   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,etcd,file)
+//   SCALE_LOG=/tmp/daemon.log: the daemon's log (stderr) is written there when it stops
 //   SCALE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": node flags for the daemon (profiles, V8 heap flags)
 //
 // Per N, medians over SCALE_REPEAT rounds where it makes sense:
@@ -140,7 +141,12 @@ function startDaemon(dir, args) {
   });
   let stderr = '';
   child.stderr.on('data', (b) => (stderr += b));
-  return { child, pid: child.pid, log: () => stderr, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))) };
+  const stop = async () => {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    if (process.env.SCALE_LOG) writeFileSync(process.env.SCALE_LOG, stderr);
+  };
+  return { child, pid: child.pid, log: () => stderr, stop };
 }
 
 const routeCount = () => ipn('route', 'show', 'dev', 'flannel.1').split('\n').filter((l) => l.includes(' via ')).length;

@@ -338,6 +338,8 @@ const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)
 
 export class KubeApiServer implements KubeApiHooks {
   private readonly nodes = new Map<string, JsonObject>();
+  /** The names in key order; undefined after a create or delete. */
+  private sortedNames?: string[];
   /** By "namespace/name". */
   private readonly pods = new Map<string, JsonObject>();
   private rv = 1;
@@ -462,8 +464,11 @@ export class KubeApiServer implements KubeApiHooks {
   // ---- storage ----
 
   /** The Nodes in etcd's key order (byte order of the names): the order lists and their pages follow. */
-  private sorted(nodes: Iterable<JsonObject> = this.nodes.values()): JsonObject[] {
-    return [...nodes].sort((a, b) => byteOrder(nameOf(a), nameOf(b)));
+  private sorted(nodes?: Iterable<JsonObject>): JsonObject[] {
+    if (nodes) return [...nodes].sort((a, b) => byteOrder(nameOf(a), nameOf(b)));
+    // the names' order is kept between creates and deletes: a list of thousands is paged without sorting them each time
+    this.sortedNames ??= [...this.nodes.keys()].sort(byteOrder);
+    return this.sortedNames.map((n) => this.nodes.get(n)!);
   }
 
   /** The Nodes as they were at resourceVersion `rv` (at or after evictedThrough): the current ones with the later changes undone. */
@@ -506,7 +511,7 @@ export class KubeApiServer implements KubeApiHooks {
       }
       [rv, after] = [t.rv, t.start];
     }
-    const matching = this.sorted(this.nodesAt(rv)).filter((n) => (after === undefined || byteOrder(nameOf(n), after) > 0) && selects(selector, n));
+    const matching = (rv >= this.rv ? this.sorted() : this.sorted(this.nodesAt(rv))).filter((n) => (after === undefined || byteOrder(nameOf(n), after) > 0) && selects(selector, n));
     const items = limit > 0 ? matching.slice(0, limit) : matching;
     const metadata: JsonObject = { resourceVersion: String(rv) };
     if (items.length < matching.length) {
@@ -533,6 +538,7 @@ export class KubeApiServer implements KubeApiHooks {
     };
     delete (node.metadata as JsonObject).resourceVersion;
     this.nodes.set(name, node);
+    this.sortedNames = undefined;
     this.record('ADDED', node);
     return structuredClone(node);
   }
@@ -554,6 +560,7 @@ export class KubeApiServer implements KubeApiHooks {
   private remove(name: string): JsonObject {
     const cur = this.nodes.get(name)!;
     this.nodes.delete(name);
+    this.sortedNames = undefined;
     const gone = structuredClone(cur);
     this.record('DELETED', gone, cur);
     return gone;
@@ -660,7 +667,8 @@ export class KubeApiServer implements KubeApiHooks {
         if (watch) return this.watch(req, res, q, selector);
         const { items, metadata } = this.listPage(q, selector);
         if (wantsTable(req)) return send(res, 200, { ...table(items, undefined), metadata });
-        return send(res, 200, { kind: 'NodeList', apiVersion: 'v1', metadata, items: items.map((n) => structuredClone(n)) });
+        // stored Nodes are never changed in place (a write stores a new object): each is serialized once
+        return sendText(res, 200, `{"kind":"NodeList","apiVersion":"v1","metadata":${JSON.stringify(metadata)},"items":[${items.map(serialized).join(',')}]}`);
       }
       if (method === 'POST') {
         this.authorize(user, 'create', 'nodes');
@@ -857,8 +865,18 @@ function listen(server: http.Server | https.Server, where: { host: string; port:
   });
 }
 
+const serializedNodes = new WeakMap<JsonObject, string>();
+function serialized(node: JsonObject): string {
+  let text = serializedNodes.get(node);
+  if (text === undefined) serializedNodes.set(node, (text = JSON.stringify(node)));
+  return text;
+}
+
 function send(res: ServerResponse, code: number, body: Json): void {
-  const text = JSON.stringify(body);
+  sendText(res, code, JSON.stringify(body));
+}
+
+function sendText(res: ServerResponse, code: number, text: string): void {
   res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-cache, private' });
   res.end(text);
 }
