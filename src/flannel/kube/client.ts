@@ -121,26 +121,33 @@ export class KubeClient {
   }
 
   /**
-   * Reads the Nodes page by page, handing each to `onPage`; when a continue
+   * Reads the Nodes page by page, handing each to `onPage` (the next one is
+   * on its way meanwhile); when a continue
    * token expired (410), calls `onRestart(why)` and starts again from the
    * first page (client-go lists again too), at most `restarts` times.
    * Resolves with the list's resourceVersion.
    */
   async eachNodePage(limit: number, onPage: (page: NodeList) => void, onRestart: (why: string) => void, restarts = 3): Promise<string> {
-    let token: string | undefined;
+    // the next page is asked for before this one is handed over: the server works while we do
+    const ask = (token?: string) => {
+      const p = this.listNodesPage(limit, token);
+      p.catch(() => {}); // awaited below; not unhandled meanwhile
+      return { token, page: p };
+    };
+    let next = ask();
     for (;;) {
       let page: NodeList;
       try {
-        page = await this.listNodesPage(limit, token);
+        page = await next.page;
       } catch (err) {
-        if (!token || !(err instanceof KubeApiError) || err.status !== 410 || restarts-- <= 0) throw err;
+        if (!next.token || !(err instanceof KubeApiError) || err.status !== 410 || restarts-- <= 0) throw err;
         onRestart(err.message);
-        token = undefined;
+        next = ask();
         continue;
       }
+      if (page.continue) next = ask(page.continue);
       onPage(page);
       if (!page.continue) return page.resourceVersion;
-      token = page.continue;
     }
   }
 

@@ -61,14 +61,21 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 }
 
 /**
- * The parts of a Node the daemon reads (its name, resourceVersion, labels,
- * annotations, pod CIDRs): what the informer keeps of each, so that 5,000
- * kubelets' status (images, capacity, conditions) is not held in memory.
+ * The parts of a Node the daemon reads (its name, resourceVersion, flannel's
+ * annotations, pod CIDRs): what the informer keeps of each while it reads
+ * it, so that 5,000 kubelets' status (images, capacity, conditions), labels
+ * and other annotations are not held in memory. `names`: the annotations
+ * kept (all of them when absent).
  */
-export function slimNode(node: KubeNode): KubeNode {
-  const { name, uid, resourceVersion, labels, annotations } = node.metadata;
+export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
+  const { name, uid, resourceVersion, annotations: all } = node.metadata;
+  let annotations = all;
+  if (all && names) {
+    annotations = {};
+    for (const k of Object.values(names)) if (all[k] !== undefined) annotations[k] = all[k];
+  }
   const spec = node.spec && { ...(node.spec.podCIDR !== undefined ? { podCIDR: node.spec.podCIDR } : {}), ...(node.spec.podCIDRs ? { podCIDRs: node.spec.podCIDRs } : {}) };
-  return { metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) }, ...(spec ? { spec } : {}) };
+  return { metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(annotations ? { annotations } : {}) }, ...(spec ? { spec } : {}) };
 }
 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */
@@ -140,7 +147,12 @@ export class KubeManager implements SubnetManager {
           log(`listing every Node again: ${why}`);
         },
       },
-      { keep: slimNode, ...watchOpts },
+      {
+        keep: (n) => slimNode(n, this.names),
+        // a peer's lease is read from its change (changed()) and kept in leaseOf: the cache needs only its name and resourceVersion
+        retain: (n) => (n.metadata.name === opts.nodeName ? n : { metadata: { name: n.metadata.name, resourceVersion: n.metadata.resourceVersion } }),
+        ...watchOpts,
+      },
     );
   }
 

@@ -45,6 +45,12 @@ export interface NodeWatchOptions {
    * daemon's memory. Default: the whole Node.
    */
   keep?: (node: KubeNode) => KubeNode;
+  /**
+   * What the cache holds of a kept Node once its change was reported (and
+   * what comes back as `previous`): its name and resourceVersion are all a
+   * list or a watch needs. Default: the kept Node.
+   */
+  retain?: (node: KubeNode) => KubeNode;
   /** Nodes per list page (default 500). */
   pageSize?: number;
 }
@@ -62,6 +68,7 @@ export class NodeWatch {
   private readonly watchTimeoutS: () => number;
   private readonly keep: (node: KubeNode) => KubeNode;
   private readonly pageSize: number;
+  private readonly retain: (node: KubeNode) => KubeNode;
 
   constructor(
     private readonly client: KubeClient,
@@ -72,6 +79,7 @@ export class NodeWatch {
     this.watchTimeoutS = opts.watchTimeoutS ?? (() => 300 + Math.floor(Math.random() * 300));
     this.keep = opts.keep ?? ((n) => n);
     this.pageSize = opts.pageSize ?? LIST_PAGE_SIZE;
+    this.retain = opts.retain ?? ((n) => n);
   }
 
   /**
@@ -84,7 +92,7 @@ export class NodeWatch {
     void this.run();
   }
 
-  /** The Nodes as last seen, by name. */
+  /** The Nodes as last seen (what `retain` keeps of them), by name. */
   nodes(): ReadonlyMap<string, KubeNode> {
     return this.cache;
   }
@@ -141,7 +149,7 @@ export class NodeWatch {
     this.failures = 0;
     for (const [n, node] of listed) {
       const previous = this.cache.get(n);
-      this.cache.set(n, node);
+      this.cache.set(n, this.retain(node));
       if (!previous) this.handlers.onChange({ type: 'ADDED', node });
       else if (previous.metadata.resourceVersion !== node.metadata.resourceVersion) this.handlers.onChange({ type: 'MODIFIED', node, previous });
     }
@@ -166,7 +174,7 @@ export class NodeWatch {
       this.handlers.onChange({ type: 'DELETED', node, previous });
       return;
     }
-    this.cache.set(name(node), node);
+    this.cache.set(name(node), this.retain(node));
     this.handlers.onChange(previous ? { type: 'MODIFIED', node, previous } : { type: 'ADDED', node });
   }
 
