@@ -511,12 +511,23 @@ export class KubeApiServer implements KubeApiHooks {
       }
       [rv, after] = [t.rv, t.start];
     }
-    const matching = (rv >= this.rv ? this.sorted() : this.sorted(this.nodesAt(rv))).filter((n) => (after === undefined || byteOrder(nameOf(n), after) > 0) && selects(selector, n));
-    const items = limit > 0 ? matching.slice(0, limit) : matching;
+    const all = rv >= this.rv ? this.sorted() : this.sorted(this.nodesAt(rv));
+    // the first Node after the token's key, found by bisection: paging through thousands stays linear
+    let lo = 0;
+    for (let hi = all.length; after !== undefined && lo < hi; ) {
+      const mid = (lo + hi) >> 1;
+      if (byteOrder(nameOf(all[mid]), after) > 0) hi = mid;
+      else lo = mid + 1;
+    }
+    const plain = !selector.labels.length && !selector.fields.length;
+    const items: JsonObject[] = [];
+    let i = lo;
+    for (; i < all.length && (limit <= 0 || items.length < limit); i++) if (plain || selects(selector, all[i])) items.push(all[i]);
+    const remaining = plain ? all.length - i : all.slice(i).filter((n) => selects(selector, n)).length;
     const metadata: JsonObject = { resourceVersion: String(rv) };
-    if (items.length < matching.length) {
+    if (remaining > 0) {
       metadata.continue = encodeContinue(rv, nameOf(items[items.length - 1]));
-      if (!selector.labels.length && !selector.fields.length) metadata.remainingItemCount = matching.length - items.length;
+      if (plain) metadata.remainingItemCount = remaining;
     }
     return { items, metadata };
   }

@@ -42,6 +42,8 @@ export interface DaemonOptions extends UnderlayOptions {
   log: Log;
   /** What /metrics exports (metrics.ts); none: nothing is counted. */
   metrics?: DaemonMetrics;
+  /** Called after each full pass (run-daemon.ts: gives the memory a full pass used back). */
+  afterFullPass?: () => void;
 }
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
@@ -275,6 +277,7 @@ export class Daemon {
     } finally {
       const cpu = process.cpuUsage(cpuBefore);
       this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
+      if (full) this.opts.afterFullPass?.();
     }
   }
 
