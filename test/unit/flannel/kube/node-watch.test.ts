@@ -161,7 +161,7 @@ describe('NodeWatch', () => {
     const realSetTimeout = globalThis.setTimeout;
     vi.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: () => void, ms?: number, ...rest: unknown[]) => {
       if (ms !== undefined && ms >= 40 && ms <= 640) asked.push(ms);
-      return realSetTimeout(fn, ms, ...rest);
+      return realSetTimeout(fn, ms, ...(rest as []));
     }) as typeof setTimeout);
     const w = new NodeWatch(away, { onChange: () => {}, onError: (e) => (times.push(Date.now()), failures.push(e.message)) }, { backoff: { initialMs: 40, maxMs: 160 } });
     const started = w.start();
