@@ -216,7 +216,8 @@ async function metrics() {
 /** The CPU the daemon spent in changes passes so far (its /metrics), in ms; undefined without /metrics (older builds). */
 async function changesCpuMs() {
   try {
-    return (await metrics()).get('flannel_reconcile_cpu_seconds_total{kind="changes"}') * 1000;
+    // absent until the first changes pass: none yet
+    return ((await metrics()).get('flannel_reconcile_cpu_seconds_total{kind="changes"}') ?? 0) * 1000;
   } catch {
     return undefined;
   }
@@ -477,7 +478,7 @@ for (const store of STORES) {
     }
   }
 }
-const ch = (c) => (c ? `${s(c.ms)} (${c.cpuMs.toFixed(0)} ms CPU)` : '-');
+const ch = (c) => (c ? `${s(c.ms)} (${Number.isFinite(c.cpuMs) ? c.cpuMs.toFixed(0) : '?'} ms CPU)` : '-');
 console.log(`\ncluster scale: one daemon, N peers; medians of ${REPEAT} changes each (wall from the write until the kernel shows it; daemon CPU in the changes pass); full pass: a periodic one's mean`);
 const kube = rows.filter((r) => r.store.startsWith('kube'));
 if (kube.length) {
