@@ -4,7 +4,7 @@
 // operator of a large cluster would see it. Both run in a throwaway network
 // namespace (the daemon's underlay is one end of a veth pair there).
 //
-//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,etcd,file)
+//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,kube-host-gw,etcd,file)
 //   SCALE_STORE=kube-host-gw: the Kubernetes part on the host-gw backend (no VtepMAC change)
 //   SCALE_STARTS=3: daemon starts (kube) whose median is "all peers programmed", beside the median of as many floors
 //   SCALE_LOG=/tmp/daemon.log: the daemon's log (stderr) is written there when it stops
@@ -17,13 +17,13 @@
 //   neighbours, FDB entries and routes on a fresh VTEP;
 // - one Node changed (VtepMAC, PublicIP, podCIDR, flannel's annotations
 //   removed, deleted): from the API write until the kernel shows it, with the
-//   daemon's CPU time for it (utime+stime from /proc);
+//   daemon's CPU for it (its /metrics count of the CPU its changes passes used);
 // - 100 Nodes created back to back, 100 deleted: until all are programmed /
 //   cleaned; daemon CPU per Node;
 // - RSS (VmRSS) after start and at the end, and its peak (VmHWM); the daemon's CPU while every Node's
 //   status is rewritten once per 10 s (kubelets' heartbeats);
 // - one periodic full reconcile pass (the daemon's /metrics histogram).
-// With the etcd and file stores (SCALE_STORE=kube,etcd,file by default): the
+// With the etcd and file stores (SCALE_STORE=kube,kube-host-gw,etcd,file by default): the
 // same peers as N leases: the new node's own lease chosen and written, all
 // peers programmed, one lease changed.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
@@ -45,7 +45,7 @@ const NETNS = `/run/netns/${NS}`;
 const SIZES = (process.env.SCALE_NODES ?? '1000,5000').split(',').map(Number);
 const REPEAT = Number(process.env.SCALE_REPEAT ?? 5);
 const STARTS = Number(process.env.SCALE_STARTS ?? 3);
-const STORES = (process.env.SCALE_STORE ?? 'kube,etcd,file').split(',');
+const STORES = (process.env.SCALE_STORE ?? 'kube,kube-host-gw,etcd,file').split(',');
 const P = 'flannel.alpha.coreos.com';
 // SCALE_STORE=kube-host-gw: the same Nodes with host-gw's annotations, the daemon on the host-gw backend
 // (routes via the peers' public addresses on ul0, which then holds an address of their /12)
