@@ -343,6 +343,7 @@ async function benchFile(n, dir) {
     throw err;
   } finally {
     await d?.stop();
+    if (process.env.SCALE_LOG) console.error(d?.log());
   }
   return out;
 }
@@ -387,6 +388,7 @@ async function benchEtcd(n, dir) {
     throw err;
   } finally {
     await d?.stop();
+    if (process.env.SCALE_LOG) console.error(d?.log());
     client.close();
     etcd.kill('SIGTERM');
     await new Promise((r) => etcd.once('exit', r));
