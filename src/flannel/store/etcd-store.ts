@@ -197,12 +197,14 @@ export class EtcdStore implements LeaseStore {
   /**
    * The key must not exist, no other key may hold one of our subnets, and no
    * lease may have been written since we looked (a compare over the whole
-   * subnets/ range: mod_revision of every key ≤ the revision we read at). Two
+   * subnets/ range: mod_revision of every key ≤ the revision we read at, or
+   * that of `chosenFrom`). Two
    * nodes picking different IPv4 but the same IPv6 subnet at the same moment
    * write different keys; this makes the second one fail and pick again.
    */
-  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
-    const { leases, revision } = await this.listAt();
+  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, chosenFrom?: LeaseList): Promise<boolean> {
+    // the list the subnets were chosen from does as well as a new one: its revision guards the write
+    const { leases, revision } = chosenFrom?.revision !== undefined ? { leases: chosenFrom.leases, revision: chosenFrom.revision } : await this.listAt();
     if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     return this.call(() => this.exclusive(async () => {
       const id = await this.grant(ttlS);

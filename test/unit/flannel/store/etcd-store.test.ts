@@ -34,7 +34,14 @@ class FakeEtcd3 {
   /** The next create() calls fail with these (etcd refusing the watch: compacted revision, down). */
   readonly createFailures: Error[] = [];
   /** Keys, each on an etcd lease ('0': none); revoking a lease deletes its keys, as etcd does. */
-  readonly kv = new Map<string, { value: string; lease: string }>();
+  readonly kv = Object.assign(new Map<string, { value: string; lease: string }>(), {
+    /** create's transaction: recorded, and applied as a success */
+    txn: async (req: { compare: { mod_revision?: string }[]; success: { request_put: { key: Buffer; value: Buffer; lease: string } }[] }) => {
+      this.txns.push(req);
+      for (const { request_put: put } of req.success) this.kv.set(put.key.toString(), { value: put.value.toString(), lease: String(put.lease) });
+      return { succeeded: true };
+    },
+  });
   readonly revoked: string[] = [];
   private nextLease = 1000;
   /** How long each successive txn's answer takes to come back (applied at once, answered late). */
@@ -66,6 +73,23 @@ class FakeEtcd3 {
     };
     return b;
   }
+  /** Range reads of every lease (getAll), and the transactions create sent. */
+  ranges = 0;
+  readonly txns: { compare: { mod_revision?: string }[] }[] = [];
+  revision = 41;
+  getAll() {
+    const b = {
+      prefix: (p: string) => {
+        const exec = async () => {
+          this.ranges++;
+          const kvs = [...this.kv].filter(([k]) => k.startsWith(p)).map(([k, v]) => ({ key: Buffer.from(k), value: Buffer.from(v.value), lease: v.lease, mod_revision: '1' }));
+          return { header: { revision: String(this.revision) }, kvs };
+        };
+        return { exec };
+      },
+    };
+    return b;
+  }
   constructor(readonly options: Record<string, unknown>) {
     FakeEtcd3.last = this;
   }
@@ -92,6 +116,29 @@ const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
 afterEach(() => {
   lib.fake = undefined;
+});
+
+describe('etcd store: create', () => {
+  const attrs = { publicIP: IP.parse('192.168.88.1')!, backendType: 'vxlan', vni: 1, vtepMAC: '0a:00:00:00:00:01' };
+  const P = (t: string) => Prefix.parse(t)!;
+
+  it('with the list the subnets were chosen from, reads no range again and guards the write by that list\'s revision', async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const store = await open();
+    const fake = FakeEtcd3.last;
+    fake.kv.set('/coreos.com/network/subnets/10.88.1.0-24', { value: encodeAttrs({ ...attrs, publicIP: IP.parse('192.168.88.2')! }), lease: '7' });
+    const listed = await store.list();
+    expect(fake.ranges).toBe(1);
+    fake.revision = 50; // written since: the write must still be guarded by the list's revision, 41
+    expect(await store.create({ subnet: P('10.88.1.0/25') }, attrs, 60, listed)).toBe(false); // overlaps a listed lease
+    expect(await store.create({ subnet: P('10.88.2.0/24') }, attrs, 60, listed)).toBe(true);
+    expect(fake.ranges).toBe(1);
+    expect(fake.txns.at(-1)!.compare[1].mod_revision).toBe('42');
+    // without it, create lists first (and is guarded by that list's revision)
+    expect(await store.create({ subnet: P('10.88.3.0/24') }, attrs, 60)).toBe(true);
+    expect(fake.ranges).toBe(2);
+    expect(fake.txns.at(-1)!.compare[1].mod_revision).toBe('51');
+  });
 });
 
 describe('etcd store: watch', () => {
