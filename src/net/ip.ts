@@ -11,9 +11,6 @@ export type Family = 4 | 6;
 
 const BITS: Record<Family, number> = { 4: 32, 6: 128 };
 
-/** Each IPv6 address's text, made once (beside the object: IPs stay plain values for comparisons). */
-const texts6 = new WeakMap<IP, string>();
-
 export class IP {
   private constructor(
     readonly family: Family,
@@ -62,9 +59,7 @@ export class IP {
       const v = Number(this.value);
       return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
     }
-    let text = texts6.get(this);
-    if (text === undefined) texts6.set(this, (text = formatIPv6(this.value)));
-    return text;
+    return formatIPv6(this.value);
   }
 
   equals(other: IP | undefined): boolean {
@@ -154,6 +149,7 @@ function parseIPv4(text: string): IP | undefined {
   return dots === 4 ? IP.fromBigInt(4, BigInt(value)) : undefined;
 }
 
+/** Each prefix's toString(), beside the object (prefixes stay plain values for comparisons). */
 const prefixTexts = new WeakMap<Prefix, string>();
 
 /** A network prefix such as 10.1.0.0/16; `address` keeps whatever host bits the text had. */
@@ -214,7 +210,7 @@ export class Prefix {
     return this.contains(other.network) || other.contains(this.network);
   }
 
-  /** The canonical network form, e.g. 10.1.0.0/16 (made once: passes key peers by it). */
+  /** The canonical network form, e.g. 10.1.0.0/16 (made once: passes key each lease's peers by it). */
   toString(): string {
     let text = prefixTexts.get(this);
     if (text === undefined) prefixTexts.set(this, (text = `${this.network}/${this.length}`));
