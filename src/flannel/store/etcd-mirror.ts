@@ -33,6 +33,8 @@ export class EtcdMirror {
   private listedAt = -1n;
   /** The watch whose events count, and whether it delivers every change after exactAt. */
   private feeder?: object;
+  /** The feeder is attached to etcd (not between a disconnection and etcd3 re-attaching it). */
+  private attached = false;
   private covered = false;
   /** Bumped when the watch (re)connects: a range read started before does not prove coverage. */
   private epoch = 0;
@@ -86,7 +88,7 @@ export class EtcdMirror {
     this.lastRead = Date.now();
     const out = { ...this.list(), revision };
     // a watch that was up before the read started and is still the same delivers every change after it
-    if (started.watched && this.feeder && started.epoch === this.epoch) this.covered = true;
+    if (started.watched && this.feeder && this.attached && started.epoch === this.epoch) this.covered = true;
     for (const e of this.journal) this.apply(e.name, e.kv, e.deleted);
     if (this.listing === 0) this.journal = [];
     return out;
@@ -95,6 +97,7 @@ export class EtcdMirror {
   /** A watch was created (`from`: the first revision it delivers, when asked for one). */
   watching(feeder: object, from?: string): void {
     this.feeder = feeder;
+    this.attached = true;
     this.epoch++;
     this.journal = [];
     this.covered = from !== undefined && this.exactAt !== undefined && BigInt(from) <= this.exactAt + 1n;
@@ -104,8 +107,17 @@ export class EtcdMirror {
   lost(feeder: object, gone = false): void {
     if (feeder !== this.feeder) return;
     this.covered = false;
+    this.attached = false;
     this.epoch++;
     if (gone) this.feeder = undefined;
+  }
+
+  /** etcd3 attached the watch again (it resumes after the last revision it saw): a range read from now on covers it. */
+  reattached(feeder: object): void {
+    if (feeder !== this.feeder) return;
+    this.covered = false;
+    this.attached = true;
+    this.epoch++;
   }
 
   /** An event of the watch, applied in order. */
@@ -115,7 +127,8 @@ export class EtcdMirror {
     try {
       this.apply(name, kv, deleted);
     } catch {
-      this.lost(feeder); // not an event we can place (no revision): read the range next time
+      this.covered = false; // not an event we can place (no revision): read the range next time
+      this.epoch++;
     }
   }
 

@@ -314,7 +314,7 @@ export class EtcdStore implements LeaseStore {
         onChange(`etcd delete ${JSON.stringify(kv.key.toString())}`);
       });
       w.on('connected', () => {
-        this.mirror.lost(w); // re-attached: the next list reads the range once
+        this.mirror.reattached(w); // the next list reads the range once
         onChange('etcd watch (re)connected');
       });
       w.on('disconnected', (err) => {
