@@ -513,7 +513,7 @@ if (kube.length) {
     ...kube.map((r) => [r.n, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
   ]);
 }
-const stores = rows.filter((r) => r.store !== 'kube');
+const stores = rows.filter((r) => r.store === 'etcd' || r.store === 'file');
 if (stores.length) {
   console.log('\netcd and file store: N leases of an IPv4, IPv6-only or dual-stack network (times from the daemon\'s start; dual stack: both VTEPs, both floors)');
   table([
