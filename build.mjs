@@ -174,8 +174,6 @@ function runtimeNode() {
  * main script uses as the scripts do (docs/speed.md).
  * - `execArgvExtension: "none"`: NODE_OPTIONS cannot add flags to a root plugin
  *   (`--require` a file, `--inspect-brk`).
- * - `execArgv`: V8's compiling tiers off, which a CNI call never profits from
- *   (src/boot/v8-tiers.ts; the daemon and the CLI turn them back on).
  * - `useCodeCache`, for the small main script only: without it Node 24 compiles
  *   the main script through NODE_COMPILE_CACHE, a directory the environment
  *   names, before any of our code could refuse it.
@@ -197,10 +195,8 @@ async function buildStandalone() {
     writeFileSync(main, await bundle('src/boot/standalone.ts', { __BUNDLES__: JSON.stringify(bundles) }));
     const blob = join(work, 'sea.blob');
     const config = join(work, 'sea-config.json');
-    const v8Flags = cniCallV8Flags();
-    writeFileSync(config, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, execArgvExtension: 'none', execArgv: v8Flags, useCodeCache: true, assets }));
-    // Under the same V8 flags as the executable starts with: V8 rejects (and Node warns on every start about) a code cache made under other flags.
-    quiet(node, [...v8Flags, '--experimental-sea-config', config], {});
+    writeFileSync(config, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, execArgvExtension: 'none', useCodeCache: true, assets }));
+    quiet(node, ['--experimental-sea-config', config], {});
 
     rmSync('dist/bin', { recursive: true, force: true });
     mkdirSync('dist/bin', { recursive: true });
@@ -219,14 +215,6 @@ async function buildStandalone() {
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-}
-
-/** src/boot/v8-tiers.ts's CNI_CALL_V8_FLAGS: V8's compiling tiers off for the standalone executable's CNI calls. */
-function cniCallV8Flags() {
-  const source = readFileSync('src/boot/v8-tiers.ts', 'utf8');
-  const flags = [...(source.match(/CNI_CALL_V8_FLAGS = \[([^\]]*)\]/)?.[1] ?? '').matchAll(/'(--[\w-]+)'/g)].map((m) => m[1]);
-  if (flags.length === 0) throw new Error('build: CNI_CALL_V8_FLAGS not found in src/boot/v8-tiers.ts');
-  return flags;
 }
 
 /** Runs a build step, printing its output only when it fails. */

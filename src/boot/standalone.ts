@@ -7,7 +7,6 @@ import { getAsset } from 'node:sea';
 import { basename } from 'node:path';
 import { runWithCodeCache } from './code-cache';
 import { ignoreNodeEnvironment } from './environment';
-import { restoreTiersUnlessCniCall } from './v8-tiers';
 
 /** Name run as -> [asset holding the bundle, code cache id, SHA-256 of the bundle]; written by build.mjs. */
 declare const __BUNDLES__: Record<string, [string, string, string]>;
@@ -16,8 +15,6 @@ ignoreNodeEnvironment(true);
 const name = basename(process.argv0);
 const bundle = Object.hasOwn(__BUNDLES__, name) ? __BUNDLES__[name] : undefined;
 if (bundle) {
-  // Started with V8's compiling tiers off for CNI calls (v8-tiers.ts); the daemon and the CLI get them back.
-  restoreTiersUnlessCniCall(process.env, process.argv.slice(2));
   const [asset, id, sha256] = bundle;
   runWithCodeCache({ source: getAsset(asset, 'utf8'), id, sha256 }, { exports, require, module, filename: __filename, dirname: __dirname });
 } else {
