@@ -20,12 +20,15 @@
 // - one periodic full reconcile pass (the daemon's /metrics histogram).
 // With the etcd and file stores (SCALE_STORE=kube,etcd,file by default): the
 // same peers as N leases: the new node's own lease chosen and written, all
-// peers programmed, one lease changed.
+// peers programmed, one lease changed, one periodic full pass; once per
+// network family, SCALE_FAMILIES=ipv4,ipv6,dual by default (IPv4, IPv6 only:
+// fd80::/48 in /64s, dual stack: both; the Kubernetes bench is IPv4 only).
+// SCALE_LOG=1 prints each store run's daemon log (without its per-entry lines).
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { median, table } from './lib.mjs';
@@ -222,6 +225,7 @@ function setupNs() {
   ipn('link', 'add', 'ul0', 'type', 'veth', 'peer', 'name', 'ul1');
   ipn('link', 'set', 'ul1', 'up');
   ipn('addr', 'add', '192.168.200.1/24', 'dev', 'ul0');
+  ipn('-6', 'addr', 'add', 'fd00:200::1/64', 'dev', 'ul0', 'nodad'); // the IPv6 underlay (SCALE_FAMILIES ipv6, dual)
   ipn('link', 'set', 'ul0', 'up');
 }
 
@@ -314,91 +318,167 @@ async function benchKube(n, dir) {
   return out;
 }
 
-/** The embedded file store with N leases: the new node's lease chosen and written, all peers programmed, one lease changed. */
-async function benchFile(n, dir) {
-  const out = { store: 'file', n };
-  const leaseDir = join(dir, 'leases');
-  mkdirSync(join(leaseDir, 'subnets'), { recursive: true, mode: 0o700 });
-  writeFileSync(join(leaseDir, 'config'), JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan', VNI: 1 } }));
-  const exp = new Date(Date.now() + 86400_000).toISOString();
-  const leaseText = (i, gen = 0) => JSON.stringify({ PublicIP: publicIp(i), BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: mac(i, gen) }, Expiration: exp });
-  for (let i = 1; i <= n; i++) writeFileSync(join(leaseDir, 'subnets', subnetOf(i).replace('/', '-')), leaseText(i));
-  out.floor = kernelFloor(n);
+// --- the etcd and file stores: N leases of an IPv4, IPv6-only or dual-stack network ---
+// Peer i's IPv6 subnet is fd80:0:0:<i>::/64 (its VTEP address the subnet's first), its PublicIPv6
+// fd00:201::<i>; this node's underlay is fd00:200::1 on ul0.
+const hex = (i) => i.toString(16);
+const subnet6Of = (i) => `fd80:0:0:${hex(i)}::/64`;
+const vtepIp6 = (i) => `fd80:0:0:${hex(i)}::`;
+const publicIp6 = (i) => `fd00:201::${hex(i)}`;
+const mac6 = (i, gen = 0) => `0a:59:${gen.toString(16).padStart(2, '0')}:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+const FAMILIES = (process.env.SCALE_FAMILIES ?? 'ipv4,ipv6,dual').split(',');
+const has4 = (fam) => fam !== 'ipv6';
+const has6 = (fam) => fam !== 'ipv4';
+/** The network config of each family, in flannel's field names. */
+function storeNetConf(fam) {
+  const v4 = { Network: '10.128.0.0/9', SubnetLen: 24 };
+  const v6 = { EnableIPv6: true, IPv6Network: 'fd80::/48', IPv6SubnetLen: 64 };
+  return JSON.stringify({ ...(has4(fam) ? v4 : { EnableIPv4: false }), ...(has6(fam) ? v6 : {}), Backend: { Type: 'vxlan', VNI: 1 } });
+}
+/** Peer i's lease key (the file's name, the etcd key's last part), as flannel names them. */
+const leaseKeyOf = (fam, i) => [has4(fam) && subnetOf(i).replace('/', '-'), has6(fam) && subnet6Of(i).replace('/', '-')].filter(Boolean).join('&');
+/** Peer i's lease value (`gen` changes its VTEP MACs), as flanneld writes it. */
+function leaseValue(fam, i, gen = 0, extra = {}) {
+  return JSON.stringify({
+    PublicIP: has4(fam) ? publicIp(i) : '0.0.0.0',
+    PublicIPv6: has6(fam) ? publicIp6(i) : null,
+    BackendType: 'vxlan',
+    ...(has4(fam) ? { BackendData: { VNI: 1, VtepMAC: mac(i, gen) } } : {}),
+    ...(has6(fam) ? { BackendV6Data: { VNI: 1, VtepMAC: mac6(i, gen) } } : {}),
+    ...extra,
+  });
+}
+const route6Count = () => ipn('-6', 'route', 'show', 'dev', 'flannel-v6.1').split('\n').filter((l) => l.includes(' via ')).length;
+const neigh6Of = (i) => ipn('-6', 'neigh', 'show', 'to', vtepIp6(i), 'dev', 'flannel-v6.1');
+/** Every peer's route on each VTEP the family has. */
+const allRoutes = (fam, n) => (!has4(fam) || routeCount() === n) && (!has6(fam) || route6Count() === n);
+/** Peer i's new VTEP MACs (generation `gen`) in the kernel, of each family. */
+const macsShown = (fam, i, gen) => (!has4(fam) || neighOf(i).includes(mac(i, gen))) && (!has6(fam) || neigh6Of(i).includes(mac6(i, gen)));
+
+/** The kernel floor of the IPv6 peers: their neighbours, FDB entries and routes on a fresh IPv6 VTEP. */
+function kernelFloor6(n) {
+  ipn('link', 'add', 'floor6.9', 'type', 'vxlan', 'id', '9', 'local', 'fd00:200::1', 'dstport', '8472', 'nolearning');
+  ipn('link', 'set', 'floor6.9', 'up');
+  ipn('-6', 'addr', 'add', 'fd80:ffff::/128', 'dev', 'floor6.9', 'nodad');
+  const ids = Array.from({ length: n }, (_, k) => k + 1);
+  const neigh = ids.map((i) => `neigh replace ${vtepIp6(i)} lladdr ${mac6(i)} dev floor6.9 nud permanent`).join('\n');
+  const fdb = ids.map((i) => `fdb replace ${mac6(i)} dev floor6.9 dst ${publicIp6(i)} self permanent`).join('\n');
+  const routes = ids.map((i) => `route replace ${subnet6Of(i)} via ${vtepIp6(i)} dev floor6.9 onlink`).join('\n');
+  const t0 = process.hrtime.bigint();
+  execFileSync('ip', ['-n', NS, '-batch', '-'], { input: neigh });
+  execFileSync('bridge', ['-n', NS, '-batch', '-'], { input: fdb });
+  execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  ipn('link', 'del', 'floor6.9');
+  return ms;
+}
+
+/**
+ * One store run: N peers' leases written by `seed`, then the daemon started with `args`; the new
+ * node's own lease chosen and written, all peers programmed (each VTEP of the family), one lease's
+ * VtepMACs changed by `put(i, value)` SCALE_REPEAT times, and one periodic full pass (/metrics).
+ */
+async function benchStore(store, fam, n, dir, { seed, args, put }) {
+  const out = { store, fam, n };
+  await seed();
+  out.floor = (has4(fam) ? kernelFloor(n) : 0) + (has6(fam) ? kernelFloor6(n) : 0);
   let d;
   try {
     const t0 = process.hrtime.bigint();
-    d = startDaemon(dir, ['--lease-dir', leaseDir]);
+    d = startDaemon(dir, args);
     out.leased = await until(() => /lease .* \(new\)/.test(d.log()), t0, 'our lease');
-    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
+    out.start = await until(() => allRoutes(fam, n), t0, `${n} routes on each VTEP`);
     await sleep(1000);
+    const startPass = await metrics().catch(() => undefined);
     const changes = [];
     for (let r = 1; r <= REPEAT; r++) {
       const i = r * 11;
-      changes.push(await timedChange(d, () => writeFileSync(join(leaseDir, 'subnets', subnetOf(i).replace('/', '-')), leaseText(i, r)), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
+      changes.push(await timedChange(d, () => put(i, leaseValue(fam, i, r)), () => macsShown(fam, i, r), 'the new VtepMAC'));
     }
     out.mac = { ms: median(changes.map((x) => x.ms)), cpuMs: median(changes.map((x) => x.cpuMs)) };
+    // the periodic full passes (every 10 s): their mean, the first pass (at start, which programmed everything) left out
+    const fullPasses = (m) => m?.get('flannel_reconcile_duration_seconds_count{kind="full"}') ?? 0;
+    const t1 = process.hrtime.bigint();
+    let m;
+    for (;;) {
+      m = await metrics().catch(() => undefined);
+      if (!m || fullPasses(m) >= fullPasses(startPass) + 2 || Number(process.hrtime.bigint() - t1) > 30e9) break;
+      await sleep(500);
+    }
+    if (m && startPass && fullPasses(m) > fullPasses(startPass)) {
+      const sum = (x) => x.get('flannel_reconcile_duration_seconds_sum{kind="full"}');
+      const cpu = (x) => x.get('flannel_reconcile_cpu_seconds_total{kind="full"}');
+      const k = fullPasses(m) - fullPasses(startPass);
+      out.fullPass = { ms: ((sum(m) - sum(startPass)) / k) * 1000, cpuMs: ((cpu(m) - cpu(startPass)) / k) * 1000 };
+    }
     out.rssEnd = rssMiB(d.pid);
   } catch (err) {
     console.error(d?.log().slice(-3000));
     throw err;
   } finally {
     await d?.stop();
+    if (process.env.SCALE_LOG) console.error(d?.log().split('\n').filter((l) => !/: (neigh|fdb|route) /.test(l)).join('\n'));
   }
   return out;
 }
 
-/** etcd (in the namespace) with N leases in flannel's schema: as the file store. */
-async function benchEtcd(n, dir) {
-  const out = { store: 'etcd', n };
+/** The embedded file store with N leases: files written as another daemon writes them (a temporary file renamed over the lease). */
+async function benchFile(fam, n, dir) {
+  const leaseDir = join(dir, 'leases');
+  const exp = new Date(Date.now() + 86400_000).toISOString();
+  const file = (i) => join(leaseDir, 'subnets', leaseKeyOf(fam, i));
+  const write = (path, text) => {
+    writeFileSync(`${dirname(path)}/.${basename(path)}.tmp`, text);
+    renameSync(`${dirname(path)}/.${basename(path)}.tmp`, path);
+  };
+  return benchStore('file', fam, n, dir, {
+    seed: async () => {
+      mkdirSync(join(leaseDir, 'subnets'), { recursive: true, mode: 0o700 });
+      writeFileSync(join(leaseDir, 'config'), storeNetConf(fam));
+      for (let i = 1; i <= n; i++) writeFileSync(file(i), leaseValue(fam, i, 0, { Expiration: exp }));
+    },
+    args: ['--lease-dir', leaseDir],
+    put: async (i, value) => write(file(i), JSON.stringify({ ...JSON.parse(value), Expiration: exp })),
+  });
+}
+
+/** etcd (in the namespace) with N leases in flannel's schema. */
+async function benchEtcd(fam, n, dir) {
   const etcd = spawn('etcd', ['--data-dir', join(dir, 'etcd'), '--listen-client-urls', 'http://127.0.0.1:23790', '--advertise-client-urls', 'http://127.0.0.1:23790', '--listen-peer-urls', 'http://127.0.0.1:23800', '--initial-advertise-peer-urls', 'http://127.0.0.1:23800', '--initial-cluster', 'default=http://127.0.0.1:23800', '--log-level', 'error'], { stdio: 'ignore' });
   const { Etcd3 } = await import('etcd3');
   const client = new Etcd3({ hosts: 'http://127.0.0.1:23790' });
-  let d;
+  const key = (i) => `/coreos.com/network/subnets/${leaseKeyOf(fam, i)}`;
+  let lease;
   try {
-    for (let k = 0; ; k++) {
-      try {
-        await client.put('/coreos.com/network/config').value(JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan', VNI: 1 } }));
-        break;
-      } catch (err) {
-        if (k > 100) throw err;
-        await sleep(100);
-      }
-    }
-    const lease = client.lease(86400, { autoKeepAlive: false });
-    const value = (i, gen = 0) => JSON.stringify({ PublicIP: publicIp(i), PublicIPv6: null, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: mac(i, gen) } });
-    const key = (i) => `/coreos.com/network/subnets/${subnetOf(i).replace('/', '-')}`;
-    const ids = Array.from({ length: n }, (_, k) => k + 1);
-    await parallel(ids, 16, (i) => lease.put(key(i)).value(value(i)));
-    out.floor = kernelFloor(n);
-    const t0 = process.hrtime.bigint();
-    d = startDaemon(dir, ['--etcd-endpoints', 'http://127.0.0.1:23790']);
-    out.leased = await until(() => /lease .* \(new\)/.test(d.log()), t0, 'our lease');
-    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
-    await sleep(1000);
-    const changes = [];
-    for (let r = 1; r <= REPEAT; r++) {
-      const i = r * 11;
-      changes.push(await timedChange(d, () => lease.put(key(i)).value(value(i, r)), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
-    }
-    out.mac = { ms: median(changes.map((x) => x.ms)), cpuMs: median(changes.map((x) => x.cpuMs)) };
-    out.rssEnd = rssMiB(d.pid);
-  } catch (err) {
-    console.error(d?.log().slice(-3000));
-    throw err;
+    return await benchStore('etcd', fam, n, dir, {
+      seed: async () => {
+        for (let k = 0; ; k++) {
+          try {
+            await client.put('/coreos.com/network/config').value(storeNetConf(fam));
+            break;
+          } catch (err) {
+            if (k > 100) throw err;
+            await sleep(100);
+          }
+        }
+        lease = client.lease(86400, { autoKeepAlive: false });
+        await parallel(Array.from({ length: n }, (_, k) => k + 1), 16, (i) => lease.put(key(i)).value(leaseValue(fam, i)));
+      },
+      args: ['--etcd-endpoints', 'http://127.0.0.1:23790'],
+      put: (i, value) => lease.put(key(i)).value(value),
+    });
   } finally {
-    await d?.stop();
     client.close();
     etcd.kill('SIGTERM');
     await new Promise((r) => etcd.once('exit', r));
   }
-  return out;
 }
 
 // Inner: one configuration, run inside the namespace (so that etcd and the API server are on its
 // loopback for this process too); the result as one JSON line on stdout.
 if (process.argv[2] === '--inner') {
-  const [store, n, dir] = [process.argv[3], Number(process.argv[4]), process.argv[5]];
-  const r = store === 'kube' ? await benchKube(n, dir) : store === 'etcd' ? await benchEtcd(n, dir) : await benchFile(n, dir);
+  const [store, n, dir, fam] = [process.argv[3], Number(process.argv[4]), process.argv[5], process.argv[6]];
+  const r = store === 'kube' ? await benchKube(n, dir) : store === 'etcd' ? await benchEtcd(fam, n, dir) : await benchFile(fam, n, dir);
   process.stdout.write(JSON.stringify(r) + '\n');
   process.exit(0);
 }
@@ -408,20 +488,20 @@ if (process.getuid() !== 0) {
   process.exit(1);
 }
 const rows = [];
-for (const store of STORES) {
-  for (const n of SIZES) {
-    const dir = mkdtempSync(join(tmpdir(), 'cnibench-scale-'));
-    try {
-      setupNs();
-      const inner = spawnSync('nsenter', [`--net=${NETNS}`, '--', process.execPath, fileURLToPath(import.meta.url), '--inner', store, String(n), dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: process.env });
-      if (inner.status !== 0) throw new Error(`${store} with ${n}: exited ${inner.status}`);
-      const r = JSON.parse(inner.stdout.trim().split('\n').pop());
-      rows.push(r);
-      console.error(JSON.stringify(r));
-    } finally {
-      spawnSync('ip', ['netns', 'del', NS]);
-      rmSync(dir, { recursive: true, force: true });
-    }
+// the stores run once per family (SCALE_FAMILIES), the Kubernetes bench with IPv4 Nodes
+const runs = STORES.flatMap((store) => (store === 'kube' ? ['ipv4'] : FAMILIES).flatMap((fam) => SIZES.map((n) => ({ store, fam, n }))));
+for (const { store, fam, n } of runs) {
+  const dir = mkdtempSync(join(tmpdir(), 'cnibench-scale-'));
+  try {
+    setupNs();
+    const inner = spawnSync('nsenter', [`--net=${NETNS}`, '--', process.execPath, fileURLToPath(import.meta.url), '--inner', store, String(n), dir, fam], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: process.env });
+    if (inner.status !== 0) throw new Error(`${store} ${fam} with ${n}: exited ${inner.status}`);
+    const r = JSON.parse(inner.stdout.trim().split('\n').pop());
+    rows.push(r);
+    console.error(JSON.stringify(r));
+  } finally {
+    spawnSync('ip', ['netns', 'del', NS]);
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 const ch = (c) => (c ? `${s(c.ms)} (${c.cpuMs.toFixed(0)} ms CPU)` : '-');
@@ -433,11 +513,11 @@ if (kube.length) {
     ...kube.map((r) => [r.n, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
   ]);
 }
-const stores = rows.filter((r) => r.store !== 'kube');
+const stores = rows.filter((r) => r.store === 'etcd' || r.store === 'file');
 if (stores.length) {
-  console.log('\netcd and file store: N leases (times from the daemon\'s start)');
+  console.log('\netcd and file store: N leases of an IPv4, IPv6-only or dual-stack network (times from the daemon\'s start; dual stack: both VTEPs, both floors)');
   table([
-    ['store', 'N leases', 'own lease chosen+written', 'all peers programmed', 'kernel floor', 'VtepMAC changed', 'RSS'],
-    ...stores.map((r) => [r.store, r.n, s(r.leased), s(r.start), s(r.floor), ch(r.mac), `${r.rssEnd.toFixed(0)} MiB`]),
+    ['store', 'family', 'N leases', 'own lease chosen+written', 'all peers programmed', 'kernel floor', 'goal (3x floor + 1 s)', 'VtepMAC changed', 'full pass (CPU)', 'RSS'],
+    ...stores.map((r) => [r.store, r.fam, r.n, s(r.leased), s(r.start), s(r.floor), s(3 * r.floor + 1000), ch(r.mac), r.fullPass ? `${s(r.fullPass.ms)} (${r.fullPass.cpuMs.toFixed(0)} ms CPU)` : '-', `${r.rssEnd.toFixed(0)} MiB`]),
   ]);
 }

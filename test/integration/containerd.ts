@@ -275,7 +275,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
     } finally {
       closeSync(log); // the daemon has its own copy
     }
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 60_000; // a busy machine: containerd's start-up is slow, not broken
     for (;;) {
       if (this.daemon.exitCode !== null) throw new Error(`containerd exited with code ${this.daemon.exitCode}`);
       try {

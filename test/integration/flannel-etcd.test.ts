@@ -272,7 +272,15 @@ describe('vxlan-flannel with etcd', () => {
       expect((await topo.waitSubnet(d6)).subnet, d6.log()).toBe(`10.88.${i}.0/24`);
       expect(await etcdLease()).toBe('0');
       expect(d6.log()).toContain(`lease 10.88.${i}.0/24 (reused, a reservation: kept without a TTL)`);
-      await sleep(3000); // several reconciles, past the renewal time of a 10 s lease
+      // The witness that d6's renewal time has passed: a node leasing with the same TTL after d6 renews
+      // its own lease (renewal is due half a TTL after the lease was taken, on the same clock).
+      const control = topo.startDaemon(topo.addHost('n16', 16), store, ['--lease-ttl', '10', '--release-on-exit']);
+      try {
+        await topo.waitSubnet(control);
+        await waitFor('a 10 s lease taken after d6\'s to be renewed', () => /renewed lease/.test(control.log()), 30_000);
+      } finally {
+        expect(await topo.stopDaemon(control)).toBe(0);
+      }
       expect(await etcdLease()).toBe('0');
       expect(d6.log()).not.toMatch(/renewed lease/);
     } finally {

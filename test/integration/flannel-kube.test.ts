@@ -23,7 +23,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure, sleep } from './flannel-topology';
+import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure } from './flannel-topology';
 import { waitFor, waitAndReport } from '../support/wait';
 import { OUR_BIN, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
@@ -214,12 +214,20 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     expect(d2.log()).toContain('added a blackhole route to 10.88.2.0/24 (metric 1024)');
   });
 
-  it('a Node without a pod CIDR is waited for (one log line), then the node comes up and is programmed on the others (the time it took printed), without any ADD there', async () => {
+  it('a Node without a pod CIDR is waited for (its reason logged when it changes, not per event), then the node comes up and is programmed on the others (the time it took printed), without any ADD there', async () => {
     d3 = startDaemon(n3, ['--release-on-exit', '--ip-blackhole-route']);
     await waitFor('n3 to find its name from its pod', () => d3!.log().includes('node "n3", where pod kube-flannel/kube-flannel-ds-n3 runs'), 30_000);
     await waitFor('n3 to wait for its pod CIDR', () => d3!.log().includes('waiting for node "n3": no pod CIDR assigned (spec.podCIDR is empty); kube-controller-manager assigns it (--allocate-node-cidrs)'), 30_000);
-    await sleep(1500);
-    expect(d3.log().match(/waiting for node "n3"/g)).toHaveLength(1);
+    // The reason is logged when it changes, not at every change of the Node: a label the daemon does not
+    // read must not log it again. The witness that the label's event was handled: a later event (the Node
+    // deleted, as when a kubelet re-registers) whose new reason is logged; events are handled in order.
+    const noCidr = /waiting for node "n3": no pod CIDR assigned/g;
+    await server.patchNode('n3', { metadata: { labels: { 'example.com/rack': 'r3' } } });
+    expect(await server.deleteNode('n3')).toBe(true);
+    await waitFor('n3 to see its Node gone', () => d3!.log().includes('waiting for node "n3": it does not exist (yet)'), 30_000);
+    expect(d3.log().match(noCidr)).toHaveLength(1);
+    await server.createNode(registeredNode('n3')); // the kubelet registers it again, still without a pod CIDR
+    await waitFor('n3 to wait for its pod CIDR again', () => (d3!.log().match(noCidr) ?? []).length === 2, 30_000);
     expect(Object.keys((await server.getNode('n3'))!.metadata.annotations)).not.toContain(`${P}/kube-subnet-manager`);
     expect(routesOn(n3).filter((r) => r.dev === 'flannel.1')).toEqual([]);
 

@@ -4,6 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { GO_BIN, OUR_BIN, PluginEnv, runPlugin, sh, tempDir } from './helpers';
+import { waitFor } from '../support/wait';
 
 const OURS = join(OUR_BIN, 'host-local');
 const GO = join(GO_BIN, 'host-local');
@@ -84,15 +85,14 @@ async function blockInsideLock(plugin: string, e: PluginEnv, c: object, fifo = j
   const child = spawn(plugin, [], { env: { ...e, PATH: process.env.PATH } as any, stdio: ['pipe', 'ignore', 'ignore'] });
   const closed = new Promise((r) => child.on('close', r));
   child.stdin.end(JSON.stringify(c));
-  let writer: number | undefined;
-  for (let i = 0; i < 200 && writer === undefined; i++) {
+  // a FIFO opens for writing (non-blocking) only once a reader has it open: the plugin is inside its lock
+  const { value: writer } = await waitFor(`${plugin} to reach ${fifo}`, () => {
     try {
-      writer = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+      return fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
     } catch {
-      await new Promise((r) => setTimeout(r, 25));
+      return undefined;
     }
-  }
-  if (writer === undefined) throw new Error(`${plugin} never reached ${fifo}`);
+  }, 30_000, 25);
   return {
     kill: async () => {
       child.kill('SIGKILL');
@@ -102,6 +102,12 @@ async function blockInsideLock(plugin: string, e: PluginEnv, c: object, fifo = j
       if (saved !== undefined) fs.writeFileSync(fifo, saved);
     },
   };
+}
+
+/** How many processes the kernel shows blocked in flock(2) on `file` (waiters are the "->" lines of /proc/locks). */
+function flockWaiters(file: string): number {
+  const ino = `:${fs.statSync(file).ino}`;
+  return fs.readFileSync('/proc/locks', 'utf8').split('\n').filter((l) => /->\s+FLOCK\b/.test(l) && l.split(/\s+/).some((f) => f.endsWith(ino))).length;
 }
 
 describe('spec matrix', () => {
@@ -428,7 +434,7 @@ describe('concurrency and crashes', () => {
     const goAdd = runPlugin(GO, env('ADD', 'go-waits'), goConf);
     let goDone = false;
     void goAdd.then(() => (goDone = true));
-    await new Promise((r) => setTimeout(r, 1000));
+    await waitFor('Go\'s ADD to wait for the lock', () => flockWaiters(join(netDir(), 'lock')) > 0, 30_000);
     expect(goDone).toBe(false);
     await ours.kill();
     expect((await goAdd).code).toBe(0);

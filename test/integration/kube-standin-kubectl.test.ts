@@ -17,6 +17,7 @@ import { makeNetns, runProcess, sh, tempDir } from './helpers';
 import { TestCA } from '../support/pki';
 import { kubeconfigYaml } from '../support/kubeconfig';
 import { KubeApiServerProcess, spawnKubeApiServer } from '../support/kube-apiserver-process';
+import { waitFor } from '../support/wait';
 
 const KUBECTL = process.env.KUBECTL ?? 'kubectl';
 const API_IP = '10.251.77.1';
@@ -158,20 +159,11 @@ describe('the stand-in API server, driven by the real kubectl', () => {
     child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
     const rows = () => out.trim().split('\n').slice(1).map((l) => l.split(/\s+/).slice(0, 2).join(' '));
-    const waitRows = async (n: number) => {
-      const t0 = Date.now();
-      while (rows().length < n) {
-        if (Date.now() - t0 > 10_000) throw new Error(`kubectl --watch printed ${JSON.stringify(out)} (stderr ${JSON.stringify(err)}), waiting for ${n} rows`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const waitRows = (n: number) => waitFor(`${n} rows from kubectl --watch (so far ${JSON.stringify(out)}, stderr ${JSON.stringify(err)})`, () => rows().length >= n, 30_000, 50);
     await waitRows(2);
     expect(rows()).toEqual(['ADDED kt-a', 'ADDED kt-b']);
     const watchOpen = async () => (await server.requests()).some((r) => r.query.watch === 'true' && r.status === 200);
-    for (let t0 = Date.now(); !(await watchOpen()); ) {
-      if (Date.now() - t0 > 10_000) throw new Error('kubectl never opened its watch');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor('kubectl to open its watch', watchOpen, 30_000, 50);
     await server.createNode({ metadata: { name: 'kt-c' }, spec: { podCIDR: '10.244.3.0/24' } });
     await server.patchNode('kt-c', { metadata: { annotations: { 'flannel.alpha.coreos.com/backend-type': 'vxlan' } } });
     await server.deleteNode('kt-c');

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Lab } from './bridge-helpers';
 import { OUR_BIN, ROOT, runProcess, type PluginRun } from './helpers';
 import { STANDALONE_BIN, withoutNode } from './no-node';
+import { waitFor } from '../support/wait';
 
 const PLUGINS = ['host-local', 'bridge', 'vxlan-flannel', 'flannel'];
 const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
@@ -130,8 +131,9 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     daemon = spawn(argv[0], argv.slice(1), { env: { PATH, CNI_TS_CODE_CACHE_DIR: join(dir, 'cc') }, stdio: ['ignore', 'pipe', 'pipe'] });
     daemon.stdout!.on('data', (b: Buffer) => (daemonLog += b));
     daemon.stderr!.on('data', (b: Buffer) => (daemonLog += b));
-    for (let i = 0; i < 100 && !existsSync(subnetFile); i++) await new Promise((r) => setTimeout(r, 100));
-    expect(existsSync(subnetFile), `no subnet.env after 10 s; daemon said:\n${daemonLog}`).toBe(true);
+    await waitFor('the daemon to write subnet.env', () => existsSync(subnetFile), 30_000, 100).catch((e: Error) => {
+      throw new Error(`${e.message}; the daemon said:\n${daemonLog}`);
+    });
     const subnet = /^FLANNEL_SUBNET=(10\.93\.\d+)\.1\/24$/m.exec(readFileSync(subnetFile, 'utf8'))?.[1];
     expect(subnet, readFileSync(subnetFile, 'utf8')).toBeDefined();
 

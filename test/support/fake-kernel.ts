@@ -73,6 +73,8 @@ export class FakeKernel {
   /** Answers the firewall commands (iptables-save/-restore, nft) when set. */
   firewall?: FakeFirewall;
   readonly calls: Recorded[] = [];
+  /** Holds a command until the promise it returns settles (a kernel, or a dump, that takes its time); undefined: at once. */
+  gate?: (argv: string[]) => Promise<void> | undefined;
   /** `sysctl` processes run in other namespaces. */
   readonly sysctls: { netns?: string; settings: string[] }[] = [];
   /** The host's /proc/sys as written ("key=value", in order) and its current values. */
@@ -109,7 +111,10 @@ export class FakeKernel {
       },
     };
     this.prev = {
-      runner: setRunner(async (argv, input) => this.run([...argv], input)),
+      runner: setRunner(async (argv, input) => {
+        await this.gate?.([...argv]);
+        return this.run([...argv], input);
+      }),
       procSys: setProcSys(procSys),
       runDirs: o.netnsRunDir ? setNetnsRunDirs([o.netnsRunDir]) : undefined,
     };

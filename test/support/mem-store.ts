@@ -95,10 +95,12 @@ export class MemStore implements LeaseStore {
     return out;
   }
 
-  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
+  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, chosenFrom?: LeaseList): Promise<boolean> {
     this.check(`create ${leaseKey(subnets)} ttl=${ttlS}`);
     if (this.createDelayMs) await new Promise((r) => setTimeout(r, this.createDelayMs));
-    const { leases } = await this.list();
+    // as etcd: checked against the list the subnets were chosen from, and refused when any key was written since
+    if (chosenFrom?.revision !== undefined && [...this.entries.values()].some((e) => e.modRevision > Number(chosenFrom.revision))) return false;
+    const { leases } = chosenFrom ?? (await this.list());
     if (this.entries.has(leaseKey(subnets)) || [subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     this.put(leaseKey(subnets), encodeAttrs(attrs), ttlS);
     this.after?.(`create ${leaseKey(subnets)} ttl=${ttlS}`);

@@ -102,13 +102,21 @@ export async function acquireLease(
   store: LeaseStore,
   cfg: NetworkConfig,
   attrs: LeaseAttrs,
-  opts: { previous?: LeaseSubnets; ttlS: number; random?: () => number; log?: (msg: string) => void },
+  opts: {
+    previous?: LeaseSubnets;
+    ttlS: number;
+    random?: () => number;
+    log?: (msg: string) => void;
+    /** A list just read (previousAttrs'): the first attempt chooses from it instead of listing again. */
+    listed?: LeaseList;
+  },
 ): Promise<Acquired> {
   const value = encodeAttrs(attrs);
   const me = identity(cfg, attrs);
   let previous = opts.previous;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-    const listed = await store.list();
+    // every write below is guarded (renew by the value, create by the list's revision or the store's lock): an older list only costs a retry
+    const listed = attempt === 1 && opts.listed ? opts.listed : await store.list();
     const { leases } = listed;
     const mine = leases.filter((l) => me && identity(cfg, l.attrs)?.equals(me));
     const own = mine.filter((l) => fitsConfig(cfg, l));
@@ -146,7 +154,7 @@ export async function acquireLease(
       if (family === 4) want.subnet = pick;
       else want.ipv6Subnet = pick;
     }
-    if (await store.create(want, attrs, opts.ttlS)) return { ...want, value, how, listed };
+    if (await store.create(want, attrs, opts.ttlS, listed)) return { ...want, value, how, listed };
     opts.log?.(`subnet ${describeSubnets(want)} was taken by another node at the same moment; trying again`);
   }
   throw new Error(`could not acquire a subnet after ${MAX_ATTEMPTS} attempts: other nodes kept taking the same subnets`);

@@ -12,6 +12,7 @@ import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
 import { type LeaseList, StoreUnavailable } from '../manager';
 import { loadEtcd3 } from './etcd-client';
 import { Serial } from '../../util/serial';
+import { EtcdMirror, type Kv } from './etcd-mirror';
 
 /** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
 const CALL_TIMEOUT_MS = 5000;
@@ -53,8 +54,8 @@ export class EtcdStore implements LeaseStore {
   readonly description: string;
   /** etcd lease IDs we attached to our own keys, so a renewal can revoke the old one. */
   private readonly held = new Map<string, string>();
-  /** Each subnet key as last decoded, with its mod_revision and etcd lease: a list decodes only what changed. */
-  private readonly decoded = new Map<string, { stamp: string; lease?: Lease; why?: string }>();
+  /** The leases as last read and watched: while the watch runs, a list is answered from it. */
+  private readonly mirror = new EtcdMirror((name, raw, permanent) => this.decode(name, raw, permanent));
   /** Writes that move our keys between etcd leases run one at a time (see exclusive()). */
   private readonly writes = new Serial();
 
@@ -142,26 +143,22 @@ export class EtcdStore implements LeaseStore {
     await this.call(() => this.client.put(`${this.prefix}/config`).value(text).exec());
   }
 
-  /** Every lease, and the etcd revision the list was read at. */
+  /** A key's name under <prefix>/subnets/. */
+  private nameOf(key: Buffer): string {
+    return key.toString().slice(this.prefix.length + '/subnets/'.length);
+  }
+
+  /** Every lease, read from etcd (a range read), and the etcd revision the list was read at. */
   private async listAt(): Promise<LeaseList & { revision: string }> {
-    const res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
-    const out: LeaseList & { revision: string } = { leases: [], bad: [], revision: res.header.revision };
-    const seen = new Set<string>();
-    for (const kv of res.kvs) {
-      const name = kv.key.toString().slice(this.prefix.length + '/subnets/'.length);
-      seen.add(name);
-      // a key unchanged since the last list (same mod_revision, same etcd lease) is not decoded again
-      const stamp = `${kv.mod_revision}:${kv.lease}`;
-      let read = this.decoded.get(name);
-      if (read?.stamp !== stamp) {
-        read = { stamp, ...this.decode(name, kv.value.toString(), String(kv.lease) === '0') };
-        this.decoded.set(name, read);
-      }
-      if (read.lease) out.leases.push(read.lease);
-      else out.bad.push({ key: name, why: read.why! });
+    const started = this.mirror.beginRead();
+    let res: Awaited<ReturnType<ReturnType<ReturnType<Etcd3Type['getAll']>['prefix']>['exec']>>;
+    try {
+      res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
+    } catch (err) {
+      this.mirror.abortRead();
+      throw err;
     }
-    if (this.decoded.size > seen.size) for (const name of [...this.decoded.keys()]) if (!seen.has(name)) this.decoded.delete(name);
-    return out;
+    return this.mirror.endRead(started, res.header.revision, res.kvs.map((kv) => ({ name: this.nameOf(kv.key), kv })));
   }
 
   /** One key and value as a lease, or why not. */
@@ -176,8 +173,9 @@ export class EtcdStore implements LeaseStore {
     }
   }
 
-  list(): Promise<LeaseList> {
-    return this.listAt();
+  /** From memory while the watch has told every change since a range read (etcd-mirror.ts), else a range read. */
+  async list(): Promise<LeaseList> {
+    return this.mirror.usable() ? this.mirror.list() : this.listAt();
   }
 
   private async grant(ttlS: number): Promise<string> {
@@ -197,12 +195,14 @@ export class EtcdStore implements LeaseStore {
   /**
    * The key must not exist, no other key may hold one of our subnets, and no
    * lease may have been written since we looked (a compare over the whole
-   * subnets/ range: mod_revision of every key ≤ the revision we read at). Two
+   * subnets/ range: mod_revision of every key ≤ the revision we read at, or
+   * that of `chosenFrom`). Two
    * nodes picking different IPv4 but the same IPv6 subnet at the same moment
    * write different keys; this makes the second one fail and pick again.
    */
-  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
-    const { leases, revision } = await this.listAt();
+  async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, chosenFrom?: LeaseList): Promise<boolean> {
+    // the list the subnets were chosen from does as well as a new one: its revision guards the write
+    const { leases, revision } = chosenFrom?.revision !== undefined ? { leases: chosenFrom.leases, revision: chosenFrom.revision } : await this.listAt();
     if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     return this.call(() => this.exclusive(async () => {
       const id = await this.grant(ttlS);
@@ -220,6 +220,7 @@ export class EtcdStore implements LeaseStore {
         await this.revoke(id);
         return false;
       }
+      this.mirror.wrote(res.header?.revision);
       this.held.set(key, id);
       return true;
     }));
@@ -240,6 +241,7 @@ export class EtcdStore implements LeaseStore {
         await this.revoke(id);
         return false;
       }
+      this.mirror.wrote(res.header?.revision);
       // The key now hangs on the new etcd lease (or none); the old one would only expire.
       await this.revoke(this.held.get(key));
       if (id !== undefined) this.held.set(key, id);
@@ -251,7 +253,8 @@ export class EtcdStore implements LeaseStore {
   async remove(subnets: LeaseSubnets): Promise<void> {
     const key = this.key(subnets);
     await this.call(() => this.exclusive(async () => {
-      await this.client.delete().key(key).exec();
+      const res = await this.client.delete().key(key).exec();
+      this.mirror.wrote(res?.header?.revision);
       await this.revoke(this.held.get(key));
       this.held.delete(key);
     }));
@@ -290,6 +293,7 @@ export class EtcdStore implements LeaseStore {
         const builder = this.client.watch().prefix(`${this.prefix}/subnets/`);
         if (from !== undefined) builder.startRevision(from);
         w = await builder.create();
+        this.mirror.watching(w, from);
       } catch (err) {
         again(unavailable(this.endpoints, err));
         return;
@@ -301,12 +305,25 @@ export class EtcdStore implements LeaseStore {
       watcher = w;
       delay = WATCH_RETRY_MS;
       // the key is whatever was written: quoted, it cannot break a log line
-      w.on('put', (kv) => onChange(`etcd put ${JSON.stringify(kv.key.toString())}`));
-      w.on('delete', (kv) => onChange(`etcd delete ${JSON.stringify(kv.key.toString())}`));
-      w.on('connected', () => onChange('etcd watch (re)connected'));
-      w.on('disconnected', (err) => onError(unavailable(this.endpoints, err)));
+      w.on('put', (kv) => {
+        this.mirror.event(w, this.nameOf(kv.key), kv as Kv, false);
+        onChange(`etcd put ${JSON.stringify(kv.key.toString())}`);
+      });
+      w.on('delete', (kv) => {
+        this.mirror.event(w, this.nameOf(kv.key), kv as Kv, true);
+        onChange(`etcd delete ${JSON.stringify(kv.key.toString())}`);
+      });
+      w.on('connected', () => {
+        this.mirror.reattached(w); // the next list reads the range once
+        onChange('etcd watch (re)connected');
+      });
+      w.on('disconnected', (err) => {
+        this.mirror.lost(w);
+        onError(unavailable(this.endpoints, err));
+      });
       w.on('error', (err: Error) => {
         // cancelled by etcd: etcd3 has forgotten this watcher and will not bring it back
+        this.mirror.lost(w, true);
         w.removeAllListeners();
         w.on('error', () => {});
         if (watcher === w) watcher = undefined;
@@ -321,6 +338,7 @@ export class EtcdStore implements LeaseStore {
     return () => {
       stopped = true;
       clearTimeout(timer);
+      if (watcher) this.mirror.lost(watcher, true);
       void watcher?.cancel().catch(() => {});
     };
   }

@@ -9,32 +9,51 @@
 //   <dir>/.lock                  flock(2) lock file (util/lock), held for every change
 //
 // Every change happens under the lock and is written atomically; readers need
-// no lock (they see whole files). Watching is a short poll of the directory.
-import * as fs from 'node:fs';
+// no lock (they see whole files). Watching is inotify on subnets/ (a change
+// costs the file it touched, whatever the number of leases), checked by a
+// stat of the directory every 300 ms and a stat of every file every 10 s, for
+// the notifications inotify can lose (see Notifier).
 import { join } from 'node:path';
 import { withLock } from '../../util/lock';
-import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../../util/fs';
-import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, sameAttrs, taken } from '../lease';
+import { ensureDir, removeFile, writeFileAtomic } from '../../util/fs';
+import { LeaseAttrs, LeaseSubnets, encodeAttrs, leaseKey, parseLeaseKey, sameAttrs, taken } from '../lease';
 import type { LeaseStore } from './store';
 import type { LeaseList } from '../manager';
+import { FileIo, LeaseFiles, isLeaseName, parseLeaseFile, realIo } from './lease-files';
 
 const LOCK_TIMEOUT_MS = 15_000;
-const POLL_MS = 300;
+/** How often a watch stats the directory itself: a file added, replaced or removed without a notification. */
+const CHECK_MS = 300;
+/** How often a watch stats every lease file: one edited in place without a notification. */
+const RESCAN_MS = 10_000;
+
+export interface FileStoreOptions {
+  checkMs?: number;
+  rescanMs?: number;
+  /** Tests: the file-system calls (counting them, losing notifications). */
+  io?: Partial<FileIo>;
+}
+
+let instances = 0;
 
 export class FileStore implements LeaseStore {
   readonly description: string;
   private readonly subnetsDir: string;
-  /**
-   * Each lease file as last read, by name, with the stat it was read at:
-   * a poll or a list stats every file but reads and parses only those that
-   * changed (every write is a rename: a new inode). Thousands of leases polled
-   * every 300 ms would otherwise be read in full each time.
-   */
-  private readonly parsed = new Map<string, { stamp: string; read: ReturnType<FileStore['readLease']> }>();
+  private readonly io: FileIo;
+  private readonly files: LeaseFiles;
+  /** Names this instance's revisions, so a revision from another instance is never taken for one of ours. */
+  private readonly id = `${process.pid}.${++instances}`;
+  /** inotify on subnets/ while any watch runs: lists then re-read only what it named. */
+  private notifier?: Notifier;
 
-  constructor(readonly dir: string) {
+  constructor(
+    readonly dir: string,
+    private readonly opts: FileStoreOptions = {},
+  ) {
     this.description = `file store ${dir}`;
     this.subnetsDir = join(dir, 'subnets');
+    this.io = { ...realIo, ...opts.io };
+    this.files = new LeaseFiles(this.subnetsDir, this.io);
   }
 
   private async locked<T>(fn: () => Promise<T> | T): Promise<T> {
@@ -43,71 +62,35 @@ export class FileStore implements LeaseStore {
   }
 
   async getConfig(): Promise<string | undefined> {
-    return readIfExists(join(this.dir, 'config'));
+    return this.io.readFile(join(this.dir, 'config'));
   }
 
   async setConfig(text: string): Promise<void> {
     await this.locked(() => writeFileAtomic(join(this.dir, 'config'), text, { mode: 0o644, durable: true }));
   }
 
-  private readLease(name: string): { lease?: Lease; raw?: string; why?: string } {
-    const subnets = parseLeaseKey(name);
-    if (!subnets) return { why: 'the file name is not a subnet key like 10.244.1.0-24 or 10.244.1.0-24&fd00:10:244:1::-64' };
-    const raw = readIfExists(join(this.subnetsDir, name));
-    if (raw === undefined) return {};
-    try {
-      const attrs = decodeAttrs(raw);
-      const exp = (JSON.parse(raw) as { Expiration?: unknown }).Expiration;
-      let expiration: number | undefined;
-      if (typeof exp === 'string' && exp !== '' && !exp.startsWith('0001-01-01')) {
-        expiration = Date.parse(exp);
-        if (Number.isNaN(expiration)) return { why: `"Expiration" ${JSON.stringify(exp)} is not a time` };
-      }
-      // no expiry: a reservation (or a lease written by hand), kept without one
-      return { lease: { ...subnets, attrs, ...(expiration !== undefined ? { expiration } : { permanent: true }), raw }, raw };
-    } catch (err) {
-      return { why: (err as Error).message };
-    }
+  /** A lease file read now, past the picture (under the lock, before a change). */
+  private readNow(name: string) {
+    return parseLeaseFile(name, this.io.readFile(join(this.subnetsDir, name)));
   }
 
-  /** A lease file as readLease reads it, from the cache while its stat is unchanged; undefined when it is gone. */
-  private readCached(name: string): { read: ReturnType<FileStore['readLease']>; stamp: string } | undefined {
-    let st: fs.Stats;
-    try {
-      st = fs.statSync(join(this.subnetsDir, name));
-    } catch {
-      this.parsed.delete(name);
-      return undefined; // removed between readdir and stat: the next poll sees it
-    }
-    const stamp = `${st.size}:${st.mtimeMs}:${st.ino}`;
-    const hit = this.parsed.get(name);
-    if (hit?.stamp === stamp) return hit;
-    const entry = { stamp, read: this.readLease(name) };
-    this.parsed.set(name, entry);
-    return entry;
-  }
-
-  private names(): string[] {
-    try {
-      return fs.readdirSync(this.subnetsDir).filter((n) => !n.startsWith('.'));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
+  /**
+   * The picture brought up to date: with a working notifier, the files it
+   * named since (and a scan when it asked for one); without, a scan (a stat
+   * of every file). Either way only changed files are read.
+   */
+  private current(): void {
+    if (!this.notifier?.trusted()) this.files.scan();
+    this.files.refresh();
   }
 
   async list(): Promise<LeaseList> {
-    // the directory's signature before reading it: a change made while (or after) it is read shows in the next poll
-    const revision = this.signature();
     const now = Date.now();
-    const out: LeaseList = { leases: [], bad: [], revision };
-    const names = this.names();
-    if (this.parsed.size > names.length) {
-      const present = new Set(names);
-      for (const n of [...this.parsed.keys()]) if (!present.has(n)) this.parsed.delete(n);
-    }
-    for (const name of names) {
-      const { lease, why } = this.readCached(name)?.read ?? {};
+    this.current();
+    // the picture's generation: a change after this list shows as a difference from it (watch())
+    const out: LeaseList = { leases: [], bad: [], revision: `${this.id}:${this.files.generation}:${now}` };
+    for (const [name, { read }] of this.files.entries()) {
+      const { lease, why } = read;
       if (why) out.bad.push({ key: name, why });
       else if (lease && (lease.expiration === undefined || lease.expiration > now)) out.leases.push(lease);
     }
@@ -122,85 +105,242 @@ export class FileStore implements LeaseStore {
     return JSON.stringify(obj);
   }
 
+  private write(name: string, text: string): void {
+    writeFileAtomic(join(this.subnetsDir, name), text, { mode: 0o644, durable: true });
+    this.files.mark(name);
+  }
+
   async create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean> {
     return this.locked(async () => {
-      const { lease } = this.readLease(leaseKey(subnets));
-      const file = join(this.subnetsDir, leaseKey(subnets));
-      if (fs.existsSync(file) && !(lease?.expiration !== undefined && lease.expiration <= Date.now())) return false;
-      // another key holding one of our subnets (the other family's half differs, or another length)
-      const { leases } = await this.list();
-      if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
-      writeFileAtomic(file, this.encode(attrs, ttlS), { mode: 0o644, durable: true });
+      const key = leaseKey(subnets);
+      const live = (r: ReturnType<FileStore['readNow']>) => !(r.lease?.expiration !== undefined && r.lease.expiration <= Date.now());
+      const same = this.readNow(key);
+      if ((same.lease || same.why) && live(same)) return false;
+      // Another key holding one of our subnets (the other family's half differs, or another
+      // length). Read from the disk under the lock, not from the picture: a lease another
+      // process wrote a moment ago may not have been notified yet. Only files whose name
+      // overlaps ours are read.
+      const mine = [subnets.subnet, subnets.ipv6Subnet];
+      for (const name of this.io.readdir(this.subnetsDir)) {
+        if (name === key || !isLeaseName(name)) continue;
+        const other = parseLeaseKey(name);
+        if (!other || !mine.some((s) => s && taken(s, [other]))) continue;
+        const r = this.readNow(name);
+        if (r.lease && live(r)) return false;
+      }
+      this.write(key, this.encode(attrs, ttlS));
       return true;
     });
   }
 
   async renew(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, expectedValue?: string): Promise<boolean> {
     return this.locked(() => {
-      const { lease, raw } = this.readLease(leaseKey(subnets));
+      const { lease, raw } = this.readNow(leaseKey(subnets));
       const live = lease && (lease.expiration === undefined || lease.expiration > Date.now());
       if (live && expectedValue !== undefined && !sameAttrs(raw!, expectedValue)) return false;
-      writeFileAtomic(join(this.subnetsDir, leaseKey(subnets)), this.encode(attrs, ttlS), { mode: 0o644, durable: true });
+      this.write(leaseKey(subnets), this.encode(attrs, ttlS));
       return true;
     });
   }
 
   async remove(subnets: LeaseSubnets): Promise<void> {
-    await this.locked(() => removeFile(join(this.subnetsDir, leaseKey(subnets))));
+    await this.locked(() => {
+      removeFile(join(this.subnetsDir, leaseKey(subnets)));
+      this.files.mark(leaseKey(subnets));
+    });
   }
 
   async expire(): Promise<void> {
+    this.current();
     const now = Date.now();
-    const stale = this.names().filter((n) => {
-      const { lease } = this.readLease(n);
-      return lease?.expiration !== undefined && lease.expiration <= now;
-    });
+    const stale: string[] = [];
+    for (const [name, { read }] of this.files.entries()) if (read.lease?.expiration !== undefined && read.lease.expiration <= now) stale.push(name);
     if (stale.length === 0) return;
     await this.locked(() => {
       for (const n of stale) {
-        const { lease } = this.readLease(n); // re-read under the lock: it may have been renewed
-        if (lease?.expiration !== undefined && lease.expiration <= Date.now()) removeFile(join(this.subnetsDir, n));
+        const { lease } = this.readNow(n); // re-read under the lock: it may have been renewed
+        if (lease?.expiration !== undefined && lease.expiration <= Date.now()) {
+          removeFile(join(this.subnetsDir, n));
+          this.files.mark(n);
+        }
       }
     });
   }
 
-  /** A signature of the directory: names, sizes and mtimes, plus which leases have expired by now. */
-  private signature(): string {
-    const now = Date.now();
-    const parts: string[] = [];
-    for (const name of this.names().sort()) {
-      const cached = this.readCached(name);
-      if (!cached) continue;
-      const lease = cached.read.lease;
-      const expired = lease?.expiration !== undefined && lease.expiration <= now;
-      parts.push(`${name}:${cached.stamp}:${expired}`);
-    }
-    return parts.join('\n');
-  }
-
-  /** `after`: a list's revision (its signature), so a change made since that list shows in the first poll. */
+  /**
+   * `after`: a list's revision: a change made since that list is reported
+   * at once. Without, changes from now on.
+   */
   watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
-    let last = after ?? '';
-    if (after === undefined) {
-      try {
-        last = this.signature();
-      } catch (err) {
-        onError(err as Error);
+    const subscriber = { onChange, onError };
+    try {
+      ensureDir(this.subnetsDir, 0o755);
+      this.notifier ??= new Notifier(this.subnetsDir, this.io, this.files, this.opts);
+      // watching first, then comparing: a change made in between is notified, seen by the scan, or both
+      this.notifier.subscribe(subscriber);
+      if (after === undefined) {
+        this.current(); // the picture as of now, silently
+      } else if (this.files.scan() || this.changedSince(after)) {
+        this.notifier.notify('lease directory changed since the list');
       }
+    } catch (err) {
+      onError(err as Error);
     }
-    const timer = setInterval(() => {
-      try {
-        const now = this.signature();
-        if (now !== last) {
-          last = now;
-          onChange('lease directory changed');
-        }
-      } catch (err) {
-        onError(err as Error);
-      }
-    }, POLL_MS);
-    return () => clearInterval(timer);
+    return () => {
+      if (this.notifier?.unsubscribe(subscriber)) this.notifier = undefined;
+    };
   }
 
-  async close(): Promise<void> {}
+  /** Whether the picture moved since the list of revision `after`, or a lease of it has expired since. */
+  private changedSince(after: string): boolean {
+    const [id, generation, at] = after.split(':');
+    if (id !== this.id || generation !== String(this.files.generation)) return true;
+    return this.files.nextExpiry(Number(at)) <= Date.now();
+  }
+
+  async close(): Promise<void> {
+    this.notifier?.stop();
+    this.notifier = undefined;
+  }
+}
+
+type Subscriber = { onChange: (why: string) => void; onError: (err: Error) => void };
+
+/**
+ * inotify on subnets/ (fs.watch), shared by a store's watches. Each
+ * notification marks the file it names in the picture and is passed on (one
+ * call per turn of the event loop). inotify can lose notifications: its queue
+ * overflows (Node drops the overflow event without a word), the directory is
+ * replaced, a watch cannot be opened (the inotify limits). Hence two checks:
+ * every 300 ms a stat of the directory itself, whose mtime moves with every
+ * file added, renamed over (our atomic writes, the CNI plugin's, other
+ * daemons') or removed: moved with no notification since the last check, the
+ * files are scanned; every 10 s a scan of every file (a stat each), for a file
+ * edited in place whose notification was lost. Without a working inotify
+ * watch, the 300 ms check scans every time (the store's old poll). Leases
+ * that merely expire are noticed at the 300 ms check, from the expiries read.
+ */
+class Notifier {
+  private readonly subscribers = new Set<Subscriber>();
+  private handle?: { close(): void };
+  /** A notification without a name, or an inotify error: the next list scans. */
+  private needScan = false;
+  private events = 0;
+  private eventsAtCheck = 0;
+  private dirStamp?: string;
+  private nextExpiry = -Infinity;
+  private expiryGeneration = -1;
+  private pending?: string;
+  private readonly timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly dir: string,
+    private readonly io: FileIo,
+    private readonly files: LeaseFiles,
+    opts: FileStoreOptions,
+  ) {
+    this.open();
+    this.dirStamp = this.io.stamp(dir);
+    this.timers.push(setInterval(() => this.safely(() => this.check()), opts.checkMs ?? CHECK_MS));
+    this.timers.push(setInterval(() => this.safely(() => this.files.scan() && this.notify('lease files changed without a notification')), opts.rescanMs ?? RESCAN_MS));
+    for (const t of this.timers) t.unref?.();
+  }
+
+  /** Whether lists may rely on the notifications (then they read only what was named). */
+  trusted(): boolean {
+    if (!this.handle || !this.needScan) return !!this.handle;
+    this.needScan = false;
+    return false; // scan this once
+  }
+
+  subscribe(s: Subscriber): void {
+    this.subscribers.add(s);
+  }
+
+  /** True when that was the last subscriber (then the notifier stops). */
+  unsubscribe(s: Subscriber): boolean {
+    this.subscribers.delete(s);
+    if (this.subscribers.size > 0) return false;
+    this.stop();
+    return true;
+  }
+
+  stop(): void {
+    for (const t of this.timers) clearInterval(t);
+    this.handle?.close();
+    this.handle = undefined;
+  }
+
+  /** Tells every watch, once per turn of the event loop however many notifications came. */
+  notify(why: string): void {
+    if (this.pending !== undefined) return;
+    this.pending = why;
+    setImmediate(() => {
+      const reason = this.pending!;
+      this.pending = undefined;
+      for (const s of this.subscribers) s.onChange(reason);
+    });
+  }
+
+  private open(): void {
+    try {
+      this.handle = this.io.watch(
+        this.dir,
+        (name) => {
+          this.events++;
+          if (name === null) {
+            this.needScan = true;
+            this.notify('lease directory changed');
+          } else if (isLeaseName(name)) {
+            this.files.mark(name);
+            this.notify(`lease file ${JSON.stringify(name)} changed`);
+          }
+        },
+        () => this.lost(),
+      );
+    } catch {
+      this.handle = undefined; // e.g. the inotify limits: the check scans instead
+    }
+    this.needScan = true;
+  }
+
+  /** The inotify watch broke (or the directory was replaced): scan, and open it again at the next check. */
+  private lost(): void {
+    this.handle?.close();
+    this.handle = undefined;
+    this.needScan = true;
+  }
+
+  private check(): void {
+    const stamp = this.io.stamp(this.dir);
+    const inode = (s?: string) => s?.split(':')[2];
+    if (inode(stamp) !== inode(this.dirStamp)) this.lost(); // replaced (or gone): the watch holds the old one
+    if (!this.handle && stamp !== undefined) this.open();
+    const quiet = this.events === this.eventsAtCheck;
+    this.eventsAtCheck = this.events;
+    const moved = stamp !== this.dirStamp;
+    this.dirStamp = stamp;
+    // no working watch, or the directory moved and nothing was notified: look at every file
+    if (!this.handle || this.needScan || (moved && quiet)) {
+      this.needScan = false; // the scan marks what changed: the next list reads just that
+      if (this.files.scan()) this.notify(this.handle ? 'lease directory changed without a notification' : 'lease directory changed');
+    }
+    // a lease read earlier expired just now: no file changed, the leases did
+    if (this.expiryGeneration !== this.files.generation) {
+      this.expiryGeneration = this.files.generation;
+      this.nextExpiry = this.files.nextExpiry(Date.now());
+    }
+    if (this.nextExpiry <= Date.now()) {
+      this.nextExpiry = this.files.nextExpiry(Date.now());
+      this.notify('a lease expired');
+    }
+  }
+
+  private safely(fn: () => unknown): void {
+    try {
+      fn();
+    } catch (err) {
+      for (const s of this.subscribers) s.onError(err as Error);
+    }
+  }
 }

@@ -19,6 +19,9 @@ export interface StoreManagerOptions {
 }
 
 export class StoreManager implements SubnetManager {
+  /** The list previousAttrs read, for acquireLease right after it: one range read of every lease fewer at a join. */
+  private justListed?: LeaseList;
+
   constructor(
     private readonly store: LeaseStore,
     private readonly opts: StoreManagerOptions,
@@ -46,14 +49,16 @@ export class StoreManager implements SubnetManager {
 
   async previousAttrs(cfg: NetworkConfig, node: Pick<LeaseAttrs, 'publicIP' | 'publicIPv6'>): Promise<LeaseAttrs | undefined> {
     const me = identity(cfg, node);
-    const { leases } = await this.store.list();
-    return leases.find((l) => me && identity(cfg, l.attrs)?.equals(me))?.attrs;
+    const listed = (this.justListed = await this.store.list());
+    return listed.leases.find((l) => me && identity(cfg, l.attrs)?.equals(me))?.attrs;
   }
 
   async acquireLease(cfg: NetworkConfig, attrs: LeaseAttrs, hooks: LeaseHooks): Promise<HeldLease> {
     let acquired: Acquired;
     try {
-      acquired = await acquireLease(this.store, cfg, attrs, { previous: this.opts.previous, ttlS: this.opts.leaseTtlS, log: hooks.log });
+      const listed = this.justListed;
+      this.justListed = undefined;
+      acquired = await acquireLease(this.store, cfg, attrs, { previous: this.opts.previous, ttlS: this.opts.leaseTtlS, log: hooks.log, ...(listed ? { listed } : {}) });
     } catch (err) {
       if (err instanceof PoolFullError) throw new Error(`${err.message}; waiting for a lease to be released or to expire`);
       throw err;

@@ -22,9 +22,12 @@ export interface LeaseStore {
   /**
    * Creates a lease; false when any lease already holds (or overlaps) one of
    * its subnets, of either family (nothing is changed then). Atomic: of two
-   * nodes creating at once, one fails.
+   * nodes creating at once, one fails. `chosenFrom`: the list (of this
+   * store) the subnets were chosen from: etcd checks against it and guards
+   * the write by its revision instead of listing again (a range read of
+   * every lease); the file store checks the disk under its lock either way.
    */
-  create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number): Promise<boolean>;
+  create(subnets: LeaseSubnets, attrs: LeaseAttrs, ttlS: number, chosenFrom?: LeaseList): Promise<boolean>;
   /**
    * Re-writes our own lease with a fresh TTL (`ttlS` 0: none, for a
    * reservation, which stays one). `expectedValue` is the value we

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import ipaddr from 'ipaddr.js';
 import fc from 'fast-check';
 import { IP, Prefix } from '../../../src/net/ip';
 
@@ -56,6 +57,27 @@ describe('IP.parse / toString', () => {
         else expect(v >> 32n).toBe(0xffffn);
       }),
     );
+  });
+
+  it('writes IPv6 as RFC 5952 exactly as ipaddr.js (and Go) do: zero runs of every length and place, ties to the first', () => {
+    const expected = (groups: number[]) => ipaddr.IPv6.parse(groups.map((g) => g.toString(16)).join(':')).toRFC5952String();
+    const valueOf = (groups: number[]) => groups.reduce((v, g) => (v << 16n) | BigInt(g), 0n);
+    // groups that are mostly zero, so that runs of every length and position come up
+    const group = fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff }));
+    fc.assert(
+      fc.property(fc.array(group, { minLength: 8, maxLength: 8 }), (groups) => {
+        const ip = IP.fromBigInt(6, valueOf(groups));
+        expect(ip.toString()).toBe(expected(groups));
+        expect(ip.toBytes()).toEqual(ipaddr.IPv6.parse(expected(groups)).toByteArray());
+      }),
+      { numRuns: 2000 },
+    );
+    for (const [text, want] of [['::', '::'], ['::1', '::1'], ['1::', '1::'], ['1:0:0:1:0:0:0:1', '1:0:0:1::1'], ['1:0:0:2:0:0:3:4', '1::2:0:0:3:4'], ['fd80:0:0:1a::', 'fd80:0:0:1a::'], ['1:0:1:0:1:0:1:0', '1:0:1:0:1:0:1:0']]) {
+      expect(IP.parse(text)!.toString()).toBe(want);
+    }
+    const prefix = Prefix.parse('fd80:0:0:1a::5/64')!;
+    expect(prefix.toString()).toBe('fd80:0:0:1a::/64');
+    expect(prefix.toString()).toBe('fd80:0:0:1a::/64'); // made once, the same after
   });
 
   it('orders and steps', () => {

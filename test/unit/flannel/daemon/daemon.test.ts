@@ -332,6 +332,30 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(shows().some((c) => c.includes('route show dev flannel.1'))).toBe(true);
   });
 
+  it('a change seen during a full pass is applied right after that pass (by a changes pass), not at the next periodic one', async () => {
+    store.put('10.88.1.0-24', peerValue(1), 600); // ours (192.168.88.1): not a random subnet that could be 10.88.3.0/24
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    fakeClock();
+    await daemon({ reconcileMs: 10_000 }).start();
+    // the next full pass stops at its first read of the kernel's tables, until released
+    let release: (() => void) | undefined;
+    node.gate = (argv) => (!release && argv.includes('show') ? new Promise<void>((r) => (release = r)) : undefined);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(release).toBeDefined();
+    store.put('10.88.3.0-24', peerValue(3), 600);
+    await vi.advanceTimersByTimeAsync(1000); // far past the 20 ms debounce: passes never overlap, so the change waits
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(false);
+    release!();
+    await vi.advanceTimersByTimeAsync(50); // the full pass ends; the changes pass follows at once (the next full one is 10 s away)
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
+    // by the pass the watch asked for, not by a periodic one
+    expect(logs.filter((l) => l.includes('10.88.3.0'))).toEqual([
+      'neigh 10.88.3.0 → 0a:00:00:00:00:03: added (put 10.88.3.0-24)',
+      'fdb 0a:00:00:00:00:03 → 192.168.88.3: added (put 10.88.3.0-24)',
+      'route 10.88.3.0/24 via 10.88.3.0: added (put 10.88.3.0-24)',
+    ]);
+  });
+
   it('/metrics: peers, changes, passes and this node\'s pod addresses, as the cluster built here has them', async () => {
     const ipam = join(dir, 'networks');
     mkdirSync(join(ipam, 'cbr0'), { recursive: true });

@@ -34,7 +34,14 @@ class FakeEtcd3 {
   /** The next create() calls fail with these (etcd refusing the watch: compacted revision, down). */
   readonly createFailures: Error[] = [];
   /** Keys, each on an etcd lease ('0': none); revoking a lease deletes its keys, as etcd does. */
-  readonly kv = new Map<string, { value: string; lease: string }>();
+  readonly kv = Object.assign(new Map<string, { value: string; lease: string }>(), {
+    /** create's transaction: recorded, and applied as a success */
+    txn: async (req: { compare: { mod_revision?: string }[]; success: { request_put: { key: Buffer; value: Buffer; lease: string } }[] }) => {
+      this.txns.push(req);
+      for (const { request_put: put } of req.success) this.kv.set(put.key.toString(), { value: put.value.toString(), lease: String(put.lease) });
+      return { succeeded: true, header: { revision: String(++this.revision) } };
+    },
+  });
   readonly revoked: string[] = [];
   private nextLease = 1000;
   /** How long each successive txn's answer takes to come back (applied at once, answered late). */
@@ -66,6 +73,27 @@ class FakeEtcd3 {
     };
     return b;
   }
+  /** Range reads of every lease (getAll), and the transactions create sent. */
+  ranges = 0;
+  readonly txns: { compare: { mod_revision?: string }[] }[] = [];
+  revision = 41;
+  /** Holds the next range read until it is released (a read that takes its time). */
+  holdRead?: Promise<void>;
+  getAll() {
+    const b = {
+      prefix: (p: string) => {
+        const exec = async () => {
+          this.ranges++;
+          const revision = this.revision;
+          if (this.holdRead) await this.holdRead;
+          const kvs = [...this.kv].filter(([k]) => k.startsWith(p)).map(([k, v]) => ({ key: Buffer.from(k), value: Buffer.from(v.value), lease: v.lease, mod_revision: '1' }));
+          return { header: { revision: String(revision) }, kvs };
+        };
+        return { exec };
+      },
+    };
+    return b;
+  }
   constructor(readonly options: Record<string, unknown>) {
     FakeEtcd3.last = this;
   }
@@ -92,6 +120,125 @@ const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
 afterEach(() => {
   lib.fake = undefined;
+});
+
+describe('etcd store: create', () => {
+  const attrs = { publicIP: IP.parse('192.168.88.1')!, backendType: 'vxlan', vni: 1, vtepMAC: '0a:00:00:00:00:01' };
+  const P = (t: string) => Prefix.parse(t)!;
+
+  it('with the list the subnets were chosen from, reads no range again and guards the write by that list\'s revision', async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const store = await open();
+    const fake = FakeEtcd3.last;
+    fake.kv.set('/coreos.com/network/subnets/10.88.1.0-24', { value: encodeAttrs({ ...attrs, publicIP: IP.parse('192.168.88.2')! }), lease: '7' });
+    const listed = await store.list();
+    expect(fake.ranges).toBe(1);
+    fake.revision = 50; // written since: the write must still be guarded by the list's revision, 41
+    expect(await store.create({ subnet: P('10.88.1.0/25') }, attrs, 60, listed)).toBe(false); // overlaps a listed lease
+    expect(await store.create({ subnet: P('10.88.2.0/24') }, attrs, 60, listed)).toBe(true);
+    expect(fake.ranges).toBe(1);
+    expect(fake.txns.at(-1)!.compare[1].mod_revision).toBe('42');
+    // without it, create lists first (and is guarded by that list's revision)
+    expect(await store.create({ subnet: P('10.88.3.0/24') }, attrs, 60)).toBe(true);
+    expect(fake.ranges).toBe(2);
+    expect(fake.txns.at(-1)!.compare[1].mod_revision).toBe('52'); // listed at 51, after the first create's write
+  });
+});
+
+describe('etcd store: lists answered from the watch', () => {
+  const value = (n: number) => Buffer.from(encodeAttrs({ publicIP: IP.parse(`192.168.88.${n}`)!, backendType: 'vxlan', vni: 1, vtepMAC: `0a:00:00:00:00:0${n}` }));
+  const key = (s: string) => Buffer.from(`/coreos.com/network/subnets/${s}`);
+  const put = (w: FakeWatcher, s: string, n: number, rev: number) => w.emit('put', { key: key(s), value: value(n), mod_revision: String(rev), lease: '7' });
+  const del = (w: FakeWatcher, s: string, rev: number) => w.emit('delete', { key: key(s), value: Buffer.from(''), mod_revision: String(rev), lease: '0' });
+  const ips = async (store: EtcdStore) => (await store.list()).leases.map((l) => `${l.subnet} ${l.attrs.publicIP}`).sort();
+  /** A store with one lease, listed (a range read at revision 41), and a watch from that list. */
+  const watched = async () => {
+    lib.fake = { Etcd3: FakeEtcd3 };
+    const store = await open();
+    const fake = FakeEtcd3.last;
+    fake.kv.set('/coreos.com/network/subnets/10.88.1.0-24', { value: value(1).toString(), lease: '7' });
+    const { revision } = await store.list();
+    const changes: string[] = [];
+    const stop = store.watch((why) => changes.push(why), () => {}, revision);
+    await tick();
+    return { store, fake, w: fake.watches[0].watcher, changes, stop };
+  };
+  afterEach(() => vi.useRealTimers());
+
+  it('while the watch runs, a list after a change is made from the watch\'s events: no range read of every lease', async () => {
+    const { store, fake, w, stop } = await watched();
+    expect(fake.ranges).toBe(1);
+    put(w, '10.88.2.0-24', 2, 42);
+    put(w, '10.88.1.0-24', 9, 43); // lease 1 changes hands
+    expect(await ips(store)).toEqual(['10.88.1.0/24 192.168.88.9', '10.88.2.0/24 192.168.88.2']);
+    del(w, '10.88.2.0-24', 44);
+    const list = await store.list();
+    expect(list.leases.map((l) => l.subnet?.toString())).toEqual(['10.88.1.0/24']);
+    expect(list.revision).toBe('44');
+    expect(fake.ranges).toBe(1);
+    stop();
+    expect(await ips(store)).toEqual(['10.88.1.0/24 192.168.88.1']); // no watch: a range read (the fake's keys never had those events)
+    expect(fake.ranges).toBe(2);
+  });
+
+  it('our own write: lists read the range until the watch brings the write back', async () => {
+    const { store, fake, w, stop } = await watched();
+    expect(await store.create({ subnet: Prefix.parse('10.88.5.0/24')! }, { publicIP: IP.parse('192.168.88.5')!, backendType: 'vxlan', vni: 1, vtepMAC: '0a:00:00:00:00:05' }, 60)).toBe(true);
+    const reads = fake.ranges;
+    expect((await ips(store)).some((l) => l.startsWith('10.88.5.0/24'))).toBe(true);
+    expect(fake.ranges).toBe(reads + 1);
+    put(w, '10.88.5.0-24', 5, fake.revision); // the watch delivers our write
+    expect((await ips(store)).some((l) => l.startsWith('10.88.5.0/24'))).toBe(true);
+    expect(fake.ranges).toBe(reads + 1);
+    stop();
+  });
+
+  it('a watch that broke: the next list reads the range, and lists are made from memory again after it', async () => {
+    const { store, fake, w, stop } = await watched();
+    w.emit('disconnected', new Error('14 UNAVAILABLE: No connection established'));
+    await store.list();
+    expect(fake.ranges).toBe(2);
+    await store.list(); // etcd answers, but the watch is not attached again yet: still read
+    expect(fake.ranges).toBe(3);
+    w.emit('connected', {}); // etcd3 re-attached it
+    await store.list();
+    expect(fake.ranges).toBe(4);
+    await store.list();
+    expect(fake.ranges).toBe(4);
+    // an event without a revision cannot be placed: read the range
+    w.emit('put', { key: key('10.88.3.0-24') });
+    await store.list();
+    expect(fake.ranges).toBe(5);
+    stop();
+  });
+
+  it('events that come while a range read is in flight are applied over its result', async () => {
+    const { store, fake, w, stop } = await watched();
+    w.emit('disconnected', new Error('gone'));
+    w.emit('connected', {});
+    let release!: () => void;
+    fake.holdRead = new Promise((r) => (release = r));
+    const reading = store.list(); // reads at revision 41
+    await tick();
+    put(w, '10.88.2.0-24', 2, 42); // arrives before the read's answer, not in it
+    fake.holdRead = undefined;
+    release();
+    await reading;
+    expect(await ips(store)).toEqual(['10.88.1.0/24 192.168.88.1', '10.88.2.0/24 192.168.88.2']);
+    expect(fake.ranges).toBe(2);
+    stop();
+  });
+
+  it('the range is read at least every 10 s, whatever the watch says', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { store, fake, stop } = await watched();
+    await store.list();
+    expect(fake.ranges).toBe(1);
+    vi.advanceTimersByTime(10_000);
+    await store.list();
+    expect(fake.ranges).toBe(2);
+    stop();
+  });
 });
 
 describe('etcd store: watch', () => {

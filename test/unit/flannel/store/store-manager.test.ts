@@ -97,6 +97,24 @@ describe('the store manager', () => {
     lease.stop();
   });
 
+  it('a join reads the leases once: acquireLease chooses from the list previousAttrs just read, and creates from it', async () => {
+    store.put('10.88.7.0-24', encodeAttrs(attrsOf(2)), 600);
+    const m = manager({ previous: { subnet: P('10.88.42.0/24') } });
+    expect(await m.previousAttrs(cfg, attrsOf(1))).toBeUndefined();
+    const lease = await m.acquireLease(cfg, attrsOf(1), hooks());
+    expect(lease.subnet?.toString()).toBe('10.88.42.0/24');
+    expect(store.calls.filter((c) => c === 'list')).toHaveLength(1);
+    lease.stop();
+    // a list that went stale meanwhile costs a retry, never a subnet twice
+    const other = manager();
+    await other.previousAttrs(cfg, attrsOf(3));
+    store.put('10.88.99.0-24', encodeAttrs(attrsOf(4)), 600); // written after that list
+    const third = await other.acquireLease(cfg, attrsOf(3), hooks());
+    expect(store.calls.filter((c) => c === 'list').length).toBeGreaterThan(2);
+    expect(['10.88.7.0/24', '10.88.42.0/24', '10.88.99.0/24']).not.toContain(third.subnet?.toString());
+    third.stop();
+  });
+
   it('a full pool is an error that says the daemon waits', async () => {
     store.config = '{"Network":"10.88.0.0/16","SubnetMin":"10.88.5.0","SubnetMax":"10.88.5.0","Backend":{"Type":"vxlan"}}';
     store.put('10.88.5.0-24', encodeAttrs(attrsOf(2)), 600);
