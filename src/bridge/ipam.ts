@@ -5,7 +5,7 @@
 // and errors are identical and one Node start (~80 ms) is saved.
 // CNI_TS_IPAM_EXEC=1 forces the exec path for the IPAM plugin alone
 // (CNI_TS_DELEGATE_EXEC=1 for every delegate).
-import { execPlugin, findPlugin, delegateEnv, readPluginOutput, type ExecResult } from '../cni/delegate';
+import { execDelegate, findPlugin, delegateEnv, readPluginOutput, type ExecResult } from '../cni/delegate';
 import { ownPlugin, runInProcess, type PluginLoader } from '../cni/in-process';
 import type { Result } from '../cni/result';
 import type { Command } from '../cni/env';
@@ -28,7 +28,7 @@ export function planIpam(type: string, path: readonly string[]): IpamPlan {
 
 async function run(plan: IpamPlan, command: Command, req: Request): Promise<ExecResult> {
   const env = delegateEnv(req.inv, command);
-  return plan.own ? runInProcess(plan.own, env, req.stdin) : execPlugin(plan.file, env, req.stdin);
+  return plan.own ? runInProcess(plan.own, env, req.stdin) : execDelegate(plan.file, env, req.stdin);
 }
 
 /**

@@ -84,6 +84,25 @@ export function execPlugin(file: string, env: NodeJS.ProcessEnv, stdin: string):
   });
 }
 
+export type PluginExec = (file: string, env: NodeJS.ProcessEnv, stdin: string) => Promise<ExecResult>;
+
+let pluginExec: PluginExec = execPlugin;
+
+/**
+ * How plugins that are not ours are exec'd: execPlugin unless the executable
+ * installs another (a CNI call installs util/plugin-exec-sync.ts: it has
+ * nothing else to do while its delegate runs, and node:child_process's
+ * machinery costs milliseconds to load).
+ */
+export function setPluginExec(exec: PluginExec): void {
+  pluginExec = exec;
+}
+
+/** Execs plugin `file` the way the executable chose (setPluginExec). */
+export function execDelegate(file: string, env: NodeJS.ProcessEnv, stdin: string): Promise<ExecResult> {
+  return pluginExec(file, env, stdin);
+}
+
 export interface DelegateOptions {
   command: Command;
   /** Plugin name, looked up in CNI_PATH. */
@@ -103,7 +122,7 @@ export interface DelegateOptions {
  */
 export function runPlugin(file: string, env: NodeJS.ProcessEnv, stdin: string): Promise<ExecResult> {
   const own = ownPlugin(file);
-  return own ? runInProcess(own, env, stdin) : execPlugin(file, env, stdin);
+  return own ? runInProcess(own, env, stdin) : execDelegate(file, env, stdin);
 }
 
 /**

@@ -42,6 +42,9 @@ interface SpawnSyncBinding {
 
 const MAX_BUFFER = 64 << 20;
 
+/** -EPIPE (Linux): the command ran but exited without reading all of its stdin. */
+const EPIPE = -32;
+
 let binding: SpawnSyncBinding | null | undefined;
 
 function spawnSyncBinding(): SpawnSyncBinding | null {
@@ -71,7 +74,8 @@ function errnoError(errno: number, file: string): NodeJS.ErrnoException {
 /**
  * Runs `file` (looked up in PATH) with `args`; collects stdout and stderr as
  * UTF-8. Throws only when the command cannot be run at all (not found, not
- * executable).
+ * executable): one that ran and exited without reading all of its stdin
+ * (EPIPE) has its exit status and output like any other.
  */
 export function spawnSyncLean(file: string, args: readonly string[], o: SyncSpawnOptions = {}): SyncRun {
   const b = spawnSyncBinding();
@@ -94,7 +98,8 @@ export function spawnSyncLean(file: string, args: readonly string[], o: SyncSpaw
     windowsHide: false,
     windowsVerbatimArguments: false,
   });
-  if (r.error) throw errnoError(r.error, file);
+  const ran = typeof r.status === 'number' || !!r.signal;
+  if (r.error && !(r.error === EPIPE && ran)) throw errnoError(r.error, file);
   const [, out, err] = r.output ?? [];
   return { stdout: out?.toString() ?? '', stderr: err?.toString() ?? '', status: r.status ?? null, signal: r.signal ?? null };
 }
@@ -108,6 +113,7 @@ function viaChildProcess(file: string, args: readonly string[], o: SyncSpawnOpti
     encoding: 'utf8',
     maxBuffer: MAX_BUFFER,
   });
-  if (r.error) throw r.error;
+  const ran = typeof r.status === 'number' || !!r.signal;
+  if (r.error && !((r.error as NodeJS.ErrnoException).code === 'EPIPE' && ran)) throw r.error;
   return { stdout: r.stdout, stderr: r.stderr, status: r.status, signal: r.signal };
 }
