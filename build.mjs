@@ -86,7 +86,7 @@ const common = {
   platform: 'node',
   format: 'cjs',
   target: 'node20',
-  minify: true,
+  minify: !process.env.BUILD_NO_MINIFY, // BUILD_NO_MINIFY=1: readable names in CPU profiles
   legalComments: 'none',
   logLevel: 'warning',
   write: false,

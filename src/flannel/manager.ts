@@ -34,6 +34,22 @@ export interface LeaseList {
   revision?: string;
 }
 
+/**
+ * The leases that changed since a list (or an earlier delta): the objects
+ * that left the source's picture and those that came into it (a changed
+ * lease is both: its old object removed, its new one added). A source hands
+ * out the same object for a lease that did not change, so the two lists are
+ * compared by identity.
+ */
+export interface LeaseDelta {
+  removed: Lease[];
+  added: Lease[];
+  /** Entries that could not be read among the changes. */
+  bad: { key: string; why: string }[];
+  /** Where the picture is now: the next delta counts from here. */
+  revision: string;
+}
+
 /** Stops a watch. */
 export type Unwatch = () => void;
 
@@ -167,6 +183,13 @@ export interface SubnetManager {
    * etcd expires keys itself. Kube: nothing.
    */
   tidy(): Promise<void>;
+  /**
+   * The changes since `revision` (a LeaseList's or a LeaseDelta's), without
+   * a list, for a changes pass whose cost follows the change, not the
+   * cluster; undefined when the source cannot tell (too far behind): the
+   * daemon lists then. Optional. Kube: the informer's journal of lease changes.
+   */
+  leaseChanges?(revision: string): LeaseDelta | undefined;
   /** How often the source was listed again in full because its watch fell behind (kube: 410 Gone), for /metrics. */
   relists?(): number;
   /** Closes connections (the etcd client; kube: the informer). */

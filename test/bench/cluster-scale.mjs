@@ -4,21 +4,26 @@
 // operator of a large cluster would see it. Both run in a throwaway network
 // namespace (the daemon's underlay is one end of a veth pair there).
 //
-//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,etcd,file)
+//   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,kube-host-gw,etcd,file)
+//   SCALE_STORE=kube-host-gw: the Kubernetes part on the host-gw backend (no VtepMAC change)
+//   SCALE_STARTS=3: daemon starts (kube) whose median is "all peers programmed", beside the median of as many floors
+//   SCALE_LOG=/tmp/daemon.log: the daemon's log (stderr) is written there when it stops
+//   SCALE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": node flags for the daemon (profiles, V8 heap flags)
 //
 // Per N, medians over SCALE_REPEAT rounds where it makes sense:
 // - all peers programmed: the daemon's start until every peer's route is on
-//   flannel.1; beside it the kernel floor: `ip -batch` / `bridge -batch` of
-//   the same neighbours, FDB entries and routes on a fresh VTEP;
+//   flannel.1 (kube: the median of SCALE_STARTS starts on a fresh VTEP);
+//   beside it the kernel floor: `ip -batch` / `bridge -batch` of the same
+//   neighbours, FDB entries and routes on a fresh VTEP;
 // - one Node changed (VtepMAC, PublicIP, podCIDR, flannel's annotations
 //   removed, deleted): from the API write until the kernel shows it, with the
-//   daemon's CPU time for it (utime+stime from /proc);
+//   daemon's CPU for it (its /metrics count of the CPU its changes passes used);
 // - 100 Nodes created back to back, 100 deleted: until all are programmed /
 //   cleaned; daemon CPU per Node;
-// - RSS after start and at the end; the daemon's CPU while every Node's
+// - RSS (VmRSS) after start and at the end, and its peak (VmHWM); the daemon's CPU while every Node's
 //   status is rewritten once per 10 s (kubelets' heartbeats);
 // - one periodic full reconcile pass (the daemon's /metrics histogram).
-// With the etcd and file stores (SCALE_STORE=kube,etcd,file by default): the
+// With the etcd and file stores (SCALE_STORE=kube,kube-host-gw,etcd,file by default): the
 // same peers as N leases: the new node's own lease chosen and written, all
 // peers programmed, one lease changed, one periodic full pass; once per
 // network family, SCALE_FAMILIES=ipv4,ipv6,dual by default (IPv4, IPv6 only:
@@ -37,12 +42,18 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
 // SCALE_DAEMON: another build to compare (e.g. of an older commit)
 const DAEMON = process.env.SCALE_DAEMON ?? join(root, 'bin/vxlan-flannel');
+const NODE_ARGS = (process.env.SCALE_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const NS = 'cnibench-scale';
 const NETNS = `/run/netns/${NS}`;
 const SIZES = (process.env.SCALE_NODES ?? '1000,5000').split(',').map(Number);
 const REPEAT = Number(process.env.SCALE_REPEAT ?? 5);
-const STORES = (process.env.SCALE_STORE ?? 'kube,etcd,file').split(',');
+const STARTS = Number(process.env.SCALE_STARTS ?? 3);
+const STORES = (process.env.SCALE_STORE ?? 'kube,kube-host-gw,etcd,file').split(',');
 const P = 'flannel.alpha.coreos.com';
+// SCALE_STORE=kube-host-gw: the same Nodes with host-gw's annotations, the daemon on the host-gw backend
+// (routes via the peers' public addresses on ul0, which then holds an address of their /12)
+let BACKEND = 'vxlan';
+const dev = () => (BACKEND === 'vxlan' ? 'flannel.1' : 'ul0');
 const HZ = 100; // USER_HZ: /proc's CPU times are in these ticks
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -65,8 +76,8 @@ function kubeNode(i) {
         'node.alpha.kubernetes.io/ttl': '0',
         'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
         ...(i === 0 ? {} : {
-          [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"${mac(i)}"}`,
-          [`${P}/backend-type`]: 'vxlan',
+          [`${P}/backend-data`]: BACKEND === 'vxlan' ? `{"VNI":1,"VtepMAC":"${mac(i)}"}` : 'null',
+          [`${P}/backend-type`]: BACKEND,
           [`${P}/kube-subnet-manager`]: 'true',
           [`${P}/public-ip`]: publicIp(i),
         }),
@@ -132,21 +143,26 @@ function cpuTicks(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return Number(f[11]) + Number(f[12]); // utime, stime
 }
-const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+const rssMiB = (pid, field = 'VmRSS') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 function startDaemon(dir, args) {
   const log = join(dir, 'daemon.log');
-  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, DAEMON, 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, ...NODE_ARGS, DAEMON, 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
   child.stderr.on('data', (b) => (stderr += b));
-  return { child, pid: child.pid, log: () => stderr, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))) };
+  const stop = async () => {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    if (process.env.SCALE_LOG) writeFileSync(process.env.SCALE_LOG, stderr);
+  };
+  return { child, pid: child.pid, log: () => stderr, stop };
 }
 
-const routeCount = () => ipn('route', 'show', 'dev', 'flannel.1').split('\n').filter((l) => l.includes(' via ')).length;
+const routeCount = () => ipn('route', 'show', 'dev', dev()).split('\n').filter((l) => l.includes(' via ')).length;
 const neighOf = (i) => ipn('neigh', 'show', 'to', vtepIp(i), 'dev', 'flannel.1');
-const routeTo = (i) => ipn('route', 'show', 'to', 'exact', subnetOf(i), 'dev', 'flannel.1');
+const routeTo = (i) => ipn('route', 'show', 'to', 'exact', subnetOf(i), 'dev', dev());
 const fdbOf = (m) => execFileSync('bridge', ['-n', NS, 'fdb', 'show', 'dev', 'flannel.1'], { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] }).split('\n').filter((l) => l.startsWith(m)).join('\n');
 
 /** Polls `cond` (cheap kernel reads) until true; returns the ms since `t0`. */
@@ -165,6 +181,14 @@ async function until(cond, t0, what, limitMs = 120_000) {
 
 /** The kernel floor: the same N neighbours, FDB entries and routes by `ip -batch` / `bridge -batch` on a fresh VTEP. */
 function kernelFloor(n) {
+  if (BACKEND === 'host-gw') {
+    const routes = Array.from({ length: n }, (_, k) => `route replace ${subnetOf(k + 1)} via ${publicIp(k + 1)} dev ul0`).join('\n');
+    const t0 = process.hrtime.bigint();
+    execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes });
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes.replaceAll('route replace', 'route del') });
+    return ms;
+  }
   ipn('link', 'add', 'floor.9', 'type', 'vxlan', 'id', '9', 'local', '192.168.200.1', 'dstport', '8472', 'nolearning');
   ipn('link', 'set', 'floor.9', 'up');
   ipn('addr', 'add', '10.255.255.255/32', 'dev', 'floor.9');
@@ -195,7 +219,8 @@ async function metrics() {
 /** The CPU the daemon spent in changes passes so far (its /metrics), in ms; undefined without /metrics (older builds). */
 async function changesCpuMs() {
   try {
-    return (await metrics()).get('flannel_reconcile_cpu_seconds_total{kind="changes"}') * 1000;
+    // absent until the first changes pass: none yet
+    return ((await metrics()).get('flannel_reconcile_cpu_seconds_total{kind="changes"}') ?? 0) * 1000;
   } catch {
     return undefined;
   }
@@ -240,11 +265,37 @@ async function benchKube(n, dir) {
     const all = Array.from({ length: n + 1 }, (_, i) => i);
     await parallel(all, 16, (i) => api.call('createNode', kubeNode(i)));
     out.floor = kernelFloor(n);
+    // One paged list before the daemon starts, as other clients (kube-controller-manager, kubectl) would have
+    // made one: a real API server answers from a warm watch cache, not a freshly started process.
+    for (let token = ''; ; ) {
+      const page = await new Promise((res, rej) =>
+        http.get(`${api.url}/api/v1/nodes?limit=500${token ? `&continue=${encodeURIComponent(token)}` : ''}`, (r) => {
+          let body = '';
+          r.setEncoding('utf8');
+          r.on('data', (c) => (body += c));
+          r.on('end', () => res(JSON.parse(body)));
+        }).on('error', rej),
+      );
+      if (!(token = page.metadata.continue)) break;
+    }
     writeFileSync(join(dir, 'kubeconfig'), `apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: "${api.url}"\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n`);
-    writeFileSync(join(dir, 'net-conf.json'), NET_CONF);
-    const t0 = process.hrtime.bigint();
-    d = startDaemon(dir, ['--kube-subnet-mgr', '--kubeconfig-file', join(dir, 'kubeconfig'), '--node-name', nodeName(0), '--net-config-path', join(dir, 'net-conf.json')]);
-    out.start = await until(() => routeCount() === n, t0, `${n} routes`);
+    writeFileSync(join(dir, 'net-conf.json'), BACKEND === 'vxlan' ? NET_CONF : NET_CONF.replace('"vxlan"', '"host-gw"'));
+    // start-up: the median of STARTS starts, each on a fresh VTEP, beside the median of as many floors
+    const starts = [];
+    const floors = [out.floor];
+    for (let k = 0; k < STARTS; k++) {
+      if (k > 0) {
+        await d.stop();
+        if (BACKEND === 'vxlan') ipn('link', 'del', 'flannel.1');
+        else ipn('route', 'flush', 'root', '10.128.0.0/9', 'dev', 'ul0');
+        floors.push(kernelFloor(n));
+      }
+      const t0 = process.hrtime.bigint();
+      d = startDaemon(dir, ['--kube-subnet-mgr', '--kubeconfig-file', join(dir, 'kubeconfig'), '--node-name', nodeName(0), '--net-config-path', join(dir, 'net-conf.json')]);
+      starts.push(await until(() => routeCount() === n, t0, `${n} routes`));
+    }
+    out.start = median(starts);
+    out.floor = median(floors);
     await sleep(1000);
     out.rssStart = rssMiB(d.pid);
     try {
@@ -256,9 +307,9 @@ async function benchKube(n, dir) {
     const results = { mac: [], ip: [], cidr: [], unannotated: [], deleted: [] };
     for (const r of rounds) {
       const i = r * 7;
-      results.mac.push(await timedChange(d, () => patchAnn(i, { [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"${mac(i, r)}"}` }), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
+      if (BACKEND === 'vxlan') results.mac.push(await timedChange(d, () => patchAnn(i, { [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"${mac(i, r)}"}` }), () => neighOf(i).includes(mac(i, r)), 'the new VtepMAC'));
       const j = r * 7 + 1;
-      results.ip.push(await timedChange(d, () => patchAnn(j, { [`${P}/public-ip`]: publicIp(j, r) }), () => fdbOf(mac(j)).includes(publicIp(j, r)), 'the new PublicIP'));
+      results.ip.push(await timedChange(d, () => patchAnn(j, { [`${P}/public-ip`]: publicIp(j, r) }), () => (BACKEND === 'vxlan' ? fdbOf(mac(j)).includes(publicIp(j, r)) : routeTo(j).includes(`via ${publicIp(j, r)} `)), 'the new PublicIP'));
       const k = r * 7 + 2;
       const moved = n + 300 + r; // a podCIDR no Node has
       results.cidr.push(await timedChange(d, () => api.call('patchNode', nodeName(k), { spec: { podCIDR: subnetOf(moved), podCIDRs: [subnetOf(moved)] } }), () => routeTo(moved).includes('via') && !routeTo(k).includes('via'), 'the new podCIDR'));
@@ -267,7 +318,7 @@ async function benchKube(n, dir) {
       const del = r * 7 + 4;
       results.deleted.push(await timedChange(d, () => api.call('deleteNode', nodeName(del)), () => !routeTo(del).includes('via'), 'the route gone'));
     }
-    for (const [k, v] of Object.entries(results)) out[k] = { ms: median(v.map((x) => x.ms)), cpuMs: median(v.map((x) => x.cpuMs)) };
+    for (const [k, v] of Object.entries(results)) if (v.length) out[k] = { ms: median(v.map((x) => x.ms)), cpuMs: median(v.map((x) => x.cpuMs)) };
     const base = routeCount();
 
     // 100 Nodes created back to back, then deleted
@@ -301,6 +352,7 @@ async function benchKube(n, dir) {
     out.heartbeatCpu = (((cpuTicks(d.pid) - c0) * 1000) / HZ / wall) * 100;
     out.heartbeatWall = wall;
     out.rssEnd = rssMiB(d.pid);
+    out.rssPeak = rssMiB(d.pid, 'VmHWM');
     try {
       const m = await metrics();
       // the periodic passes (the first full pass, at start, programmed everything: left out)
@@ -478,7 +530,8 @@ async function benchEtcd(fam, n, dir) {
 // loopback for this process too); the result as one JSON line on stdout.
 if (process.argv[2] === '--inner') {
   const [store, n, dir, fam] = [process.argv[3], Number(process.argv[4]), process.argv[5], process.argv[6]];
-  const r = store === 'kube' ? await benchKube(n, dir) : store === 'etcd' ? await benchEtcd(fam, n, dir) : await benchFile(fam, n, dir);
+  if (store === 'kube-host-gw') BACKEND = 'host-gw';
+  const r = store.startsWith('kube') ? { ...(await benchKube(n, dir)), store } : store === 'etcd' ? await benchEtcd(fam, n, dir) : await benchFile(fam, n, dir);
   process.stdout.write(JSON.stringify(r) + '\n');
   process.exit(0);
 }
@@ -488,12 +541,13 @@ if (process.getuid() !== 0) {
   process.exit(1);
 }
 const rows = [];
-// the stores run once per family (SCALE_FAMILIES), the Kubernetes bench with IPv4 Nodes
-const runs = STORES.flatMap((store) => (store === 'kube' ? ['ipv4'] : FAMILIES).flatMap((fam) => SIZES.map((n) => ({ store, fam, n }))));
+// the stores run once per family (SCALE_FAMILIES), the Kubernetes benches with IPv4 Nodes
+const runs = STORES.flatMap((store) => (store.startsWith('kube') ? ['ipv4'] : FAMILIES).flatMap((fam) => SIZES.map((n) => ({ store, fam, n }))));
 for (const { store, fam, n } of runs) {
   const dir = mkdtempSync(join(tmpdir(), 'cnibench-scale-'));
   try {
     setupNs();
+    if (store === 'kube-host-gw') ipn('addr', 'add', '172.31.255.254/12', 'dev', 'ul0');
     const inner = spawnSync('nsenter', [`--net=${NETNS}`, '--', process.execPath, fileURLToPath(import.meta.url), '--inner', store, String(n), dir, fam], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: process.env });
     if (inner.status !== 0) throw new Error(`${store} ${fam} with ${n}: exited ${inner.status}`);
     const r = JSON.parse(inner.stdout.trim().split('\n').pop());
@@ -504,13 +558,13 @@ for (const { store, fam, n } of runs) {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-const ch = (c) => (c ? `${s(c.ms)} (${c.cpuMs.toFixed(0)} ms CPU)` : '-');
+const ch = (c) => (c ? `${s(c.ms)} (${Number.isFinite(c.cpuMs) ? c.cpuMs.toFixed(0) : '?'} ms CPU)` : '-');
 console.log(`\ncluster scale: one daemon, N peers; medians of ${REPEAT} changes each (wall from the write until the kernel shows it; daemon CPU in the changes pass); full pass: a periodic one's mean`);
-const kube = rows.filter((r) => r.store === 'kube');
+const kube = rows.filter((r) => r.store.startsWith('kube'));
 if (kube.length) {
   table([
     ['N Nodes', 'all peers programmed', 'kernel floor', 'ratio', 'VtepMAC changed', 'PublicIP changed', 'podCIDR changed', 'annotations removed', 'deleted', '100 created', 'CPU/new Node', '100 deleted', 'RSS', 'heartbeats (CPU)', 'full pass'],
-    ...kube.map((r) => [r.n, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
+    ...kube.map((r) => [`${r.n}${r.store === 'kube' ? '' : ' host-gw'}`, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB (peak ${r.rssPeak?.toFixed(0)})`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
   ]);
 }
 const stores = rows.filter((r) => r.store === 'etcd' || r.store === 'file');

@@ -1,7 +1,7 @@
 // No kube-apiserver can be installed here, so the kube subnet manager is
 // tested against the stand-in (test/support/kube-apiserver.ts). This file
 // proves the stand-in with the real kubectl: get, get -o json, annotate,
-// patch (strategic, merge, JSON), delete, and get --watch seeing changes made
+// patch (strategic, merge, JSON), delete, get --chunk-size (paged lists), and get --watch seeing changes made
 // by another client, each checked against the server's own state.
 //
 // The server runs as its own process inside a network namespace, over HTTPS
@@ -99,6 +99,18 @@ describe('the stand-in API server, driven by the real kubectl', () => {
       ['kt-a', 'Ready', '<none>'],
       ['kt-b', 'Ready', '<none>'],
     ]);
+  });
+
+  it('kubectl get nodes --chunk-size=1: the list in pages (limit, continue), the same rows and the same JSON', async () => {
+    await server.clearRequests();
+    const out = await ok('get', 'nodes', '--chunk-size=1', '--no-headers');
+    expect(out.trim().split('\n').map((l) => l.split(/\s+/)[0])).toEqual(['kt-a', 'kt-b']);
+    const json = JSON.parse(await ok('get', 'nodes', '--chunk-size=1', '-o', 'json'));
+    expect(json.items.map((n: { metadata: { name: string } }) => n.metadata.name)).toEqual(['kt-a', 'kt-b']);
+    const lists = (await server.requests()).filter((r) => r.method === 'GET' && r.path === '/api/v1/nodes' && !r.control);
+    // per command: a first page with limit=1, then one with its continue token
+    expect(lists.map((r) => [r.query.limit, r.query.continue ? 'continue' : 'first'])).toEqual([['1', 'first'], ['1', 'continue'], ['1', 'first'], ['1', 'continue']]);
+    expect(lists.every((r) => r.status === 200)).toBe(true);
   });
 
   it('kubectl get node -o json: the server\'s object', async () => {

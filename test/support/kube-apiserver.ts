@@ -20,6 +20,14 @@
 //   labelSelector and fieldSelector (metadata.name, spec.unschedulable) work
 //   for list and watch; a Node that stops matching a watch's selector is
 //   DELETED for it, one that starts matching is ADDED.
+// - paged lists (?limit=N, then ?continue=TOKEN): every page is the list as
+//   it was at the first page's resourceVersion (rebuilt from the watch
+//   history), which each page carries; metadata.continue is set while more
+//   remain (with remainingItemCount when there is no selector). A token whose
+//   resourceVersion fell out of the history (etcd compacted it) is answered
+//   410 Expired, with a token for the inconsistent remainder in the Status's
+//   metadata.continue, as kube-apiserver answers it; so is the next one after
+//   the expireContinueTokens hook.
 // - server-side Table output (Accept: ...;as=Table;g=meta.k8s.io) for list,
 //   get and watch, with kubectl's node columns; discovery (/version, /api,
 //   /api/v1, /apis) and legacy JSON errors (Status objects).
@@ -37,8 +45,7 @@
 // server runs inside one, see kube-apiserver-process.ts). The control socket
 // also serves the API itself without authentication.
 //
-// Not modelled: other resources, pagination (limit is ignored: one page),
-// server-side apply, protobuf, dry-run, managedFields, finalizers/graceful
+// Not modelled: other resources, server-side apply, protobuf, dry-run, managedFields, finalizers/graceful
 // deletion, watch-list (sendInitialEvents).
 import { randomUUID } from 'node:crypto';
 import { chmodSync, rmSync } from 'node:fs';
@@ -116,6 +123,8 @@ export interface KubeApiHooks {
   sendBookmarks(): Promise<number>;
   /** Writes `count` times to "other resources": the resourceVersion moves on, no Node changes. Returns the new one. */
   bumpResourceVersion(count?: number): Promise<string>;
+  /** The next `times` list requests with a continue token get 410 Expired (their snapshot "compacted"). */
+  expireContinueTokens(times?: number): Promise<void>;
   /** Replaces the users (token rotation). */
   setUsers(users: KubeUser[]): Promise<void>;
   requests(): Promise<RequestRecord[]>;
@@ -125,7 +134,7 @@ export interface KubeApiHooks {
 
 export const HOOK_NAMES: readonly (keyof KubeApiHooks)[] = [
   'createPod', 'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
-  'sendBookmarks', 'bumpResourceVersion', 'setUsers', 'requests', 'clearRequests', 'openWatches',
+  'sendBookmarks', 'bumpResourceVersion', 'expireContinueTokens', 'setUsers', 'requests', 'clearRequests', 'openWatches',
 ];
 
 /** An API error: answered as a Status object. */
@@ -135,15 +144,17 @@ class ApiError extends Error {
     readonly reason: string,
     message: string,
     readonly details?: JsonObject,
+    /** The Status's metadata (410 Expired for a continue token: the token for the rest). */
+    readonly metadata?: JsonObject,
   ) {
     super(message);
   }
 }
 
-const statusObject = (code: number, reason: string, message: string, details?: JsonObject): JsonObject => ({
+const statusObject = (code: number, reason: string, message: string, details?: JsonObject, metadata: JsonObject = {}): JsonObject => ({
   kind: 'Status',
   apiVersion: 'v1',
-  metadata: {},
+  metadata,
   status: 'Failure',
   message,
   reason,
@@ -327,6 +338,8 @@ const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)
 
 export class KubeApiServer implements KubeApiHooks {
   private readonly nodes = new Map<string, JsonObject>();
+  /** The names in key order; undefined after a create or delete. */
+  private sortedNames?: string[];
   /** By "namespace/name". */
   private readonly pods = new Map<string, JsonObject>();
   private rv = 1;
@@ -336,6 +349,8 @@ export class KubeApiServer implements KubeApiHooks {
   private readonly watches = new Set<Watch>();
   /** How many of the next watches from a resourceVersion get 410 (forceGone). */
   private gonePending = 0;
+  /** How many of the next lists with a continue token get 410 Expired (expireContinueTokens). */
+  private continueExpiries = 0;
   /** Client addresses whose next watch from a resourceVersion gets 410 (forceGone's `from`). */
   private readonly goneFor = new Set<string>();
   private users: KubeUser[];
@@ -413,6 +428,9 @@ export class KubeApiServer implements KubeApiHooks {
     if (from) for (const a of from) this.goneFor.add(a);
     else this.gonePending = times;
   }
+  async expireContinueTokens(times = 1): Promise<void> {
+    this.continueExpiries = times;
+  }
   async dropWatches(): Promise<number> {
     const n = this.watches.size;
     for (const w of [...this.watches]) {
@@ -445,8 +463,73 @@ export class KubeApiServer implements KubeApiHooks {
 
   // ---- storage ----
 
-  private sorted(): JsonObject[] {
-    return [...this.nodes.values()].sort((a, b) => String((a.metadata as JsonObject).name).localeCompare(String((b.metadata as JsonObject).name)));
+  /** The Nodes in etcd's key order (byte order of the names): the order lists and their pages follow. */
+  private sorted(nodes?: Iterable<JsonObject>): JsonObject[] {
+    if (nodes) return [...nodes].sort((a, b) => byteOrder(nameOf(a), nameOf(b)));
+    // the names' order is kept between creates and deletes: a list of thousands is paged without sorting them each time
+    this.sortedNames ??= [...this.nodes.keys()].sort(byteOrder);
+    return this.sortedNames.map((n) => this.nodes.get(n)!);
+  }
+
+  /** The Nodes as they were at resourceVersion `rv` (at or after evictedThrough): the current ones with the later changes undone. */
+  private nodesAt(rv: number): Iterable<JsonObject> {
+    if (rv >= this.rv) return this.nodes.values();
+    const at = new Map(this.nodes);
+    for (let i = this.history.length - 1; i >= 0 && this.history[i].rv > rv; i--) {
+      const c = this.history[i];
+      if (c.type === 'ADDED') at.delete(nameOf(c.object));
+      else at.set(nameOf(c.object), c.previous!);
+    }
+    return at.values();
+  }
+
+  /**
+   * One page of a list (kube-apiserver's limit/continue): without a continue
+   * token, the first `limit` Nodes now; with one, the next `limit` after its
+   * key as they were at its resourceVersion. Every page carries that
+   * resourceVersion; metadata.continue is set while more remain.
+   */
+  private listPage(q: URLSearchParams, selector: Selector): { items: JsonObject[]; metadata: JsonObject } {
+    const limitText = q.get('limit');
+    const limit = limitText ? Number(limitText) : 0;
+    if (limitText && !Number.isSafeInteger(limit)) throw new ApiError(400, 'BadRequest', `limit: Invalid value: ${JSON.stringify(limitText)}`);
+    const token = q.get('continue');
+    let rv = this.rv;
+    let after: string | undefined;
+    if (token) {
+      if (q.get('resourceVersion')) throw new ApiError(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
+      const t = decodeContinue(token);
+      if (this.continueExpiries > 0 || t.rv < this.evictedThrough) {
+        this.continueExpiries = Math.max(0, this.continueExpiries - 1);
+        throw new ApiError(
+          410,
+          'Expired',
+          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.',
+          undefined,
+          { continue: encodeContinue(this.rv, t.start) },
+        );
+      }
+      [rv, after] = [t.rv, t.start];
+    }
+    const all = rv >= this.rv ? this.sorted() : this.sorted(this.nodesAt(rv));
+    // the first Node after the token's key, found by bisection: paging through thousands stays linear
+    let lo = 0;
+    for (let hi = all.length; after !== undefined && lo < hi; ) {
+      const mid = (lo + hi) >> 1;
+      if (byteOrder(nameOf(all[mid]), after) > 0) hi = mid;
+      else lo = mid + 1;
+    }
+    const plain = !selector.labels.length && !selector.fields.length;
+    const items: JsonObject[] = [];
+    let i = lo;
+    for (; i < all.length && (limit <= 0 || items.length < limit); i++) if (plain || selects(selector, all[i])) items.push(all[i]);
+    const remaining = plain ? all.length - i : all.slice(i).filter((n) => selects(selector, n)).length;
+    const metadata: JsonObject = { resourceVersion: String(rv) };
+    if (remaining > 0) {
+      metadata.continue = encodeContinue(rv, nameOf(items[items.length - 1]));
+      if (plain) metadata.remainingItemCount = remaining;
+    }
+    return { items, metadata };
   }
 
   private create(input: Json): JsonObject {
@@ -466,6 +549,7 @@ export class KubeApiServer implements KubeApiHooks {
     };
     delete (node.metadata as JsonObject).resourceVersion;
     this.nodes.set(name, node);
+    this.sortedNames = undefined;
     this.record('ADDED', node);
     return structuredClone(node);
   }
@@ -487,6 +571,7 @@ export class KubeApiServer implements KubeApiHooks {
   private remove(name: string): JsonObject {
     const cur = this.nodes.get(name)!;
     this.nodes.delete(name);
+    this.sortedNames = undefined;
     const gone = structuredClone(cur);
     this.record('DELETED', gone, cur);
     return gone;
@@ -529,7 +614,7 @@ export class KubeApiServer implements KubeApiHooks {
         return;
       }
       const e = err instanceof ApiError ? err : err instanceof PatchError ? new ApiError(err.code, err.code === 400 ? 'BadRequest' : 'Invalid', err.message) : new ApiError(500, 'InternalError', String(err));
-      send(res, e.code, statusObject(e.code, e.reason, e.message, e.details));
+      send(res, e.code, statusObject(e.code, e.reason, e.message, e.details, e.metadata));
     }
   }
 
@@ -591,9 +676,10 @@ export class KubeApiServer implements KubeApiHooks {
         this.authorize(user, watch ? 'watch' : 'list', 'nodes');
         const selector = { labels: parseLabelSelector(q.get('labelSelector') ?? undefined), fields: parseFieldSelector(q.get('fieldSelector') ?? undefined) };
         if (watch) return this.watch(req, res, q, selector);
-        const items = this.sorted().filter((n) => selects(selector, n));
-        if (wantsTable(req)) return send(res, 200, table(items, String(this.rv)));
-        return send(res, 200, { kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items: items.map((n) => structuredClone(n)) });
+        const { items, metadata } = this.listPage(q, selector);
+        if (wantsTable(req)) return send(res, 200, { ...table(items, undefined), metadata });
+        // stored Nodes are never changed in place (a write stores a new object): each is serialized once
+        return sendText(res, 200, `{"kind":"NodeList","apiVersion":"v1","metadata":${JSON.stringify(metadata)},"items":[${items.map(serialized).join(',')}]}`);
       }
       if (method === 'POST') {
         this.authorize(user, 'create', 'nodes');
@@ -762,6 +848,24 @@ export function startKubeApiServer(opts: KubeApiServerOptions = {}): Promise<Kub
   return new KubeApiServer(opts).start();
 }
 
+const nameOf = (n: JsonObject) => String((n.metadata as JsonObject).name);
+const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A continue token as kube-apiserver makes one: base64 of {"v","rv","start"} (the key the next page starts after). */
+function encodeContinue(rv: number, start: string): string {
+  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv, start })).toString('base64');
+}
+
+function decodeContinue(token: string): { rv: number; start: string } {
+  try {
+    const t = JSON.parse(Buffer.from(token, 'base64').toString()) as { v?: string; rv?: number; start?: string };
+    if (t.v === 'meta.k8s.io/v1' && Number.isSafeInteger(t.rv) && typeof t.start === 'string') return { rv: t.rv!, start: t.start };
+  } catch {
+    // answered below
+  }
+  throw new ApiError(400, 'BadRequest', 'continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)');
+}
+
 function listen(server: http.Server | https.Server, where: { host: string; port: number } | { path: string }): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -772,8 +876,18 @@ function listen(server: http.Server | https.Server, where: { host: string; port:
   });
 }
 
+const serializedNodes = new WeakMap<JsonObject, string>();
+function serialized(node: JsonObject): string {
+  let text = serializedNodes.get(node);
+  if (text === undefined) serializedNodes.set(node, (text = JSON.stringify(node)));
+  return text;
+}
+
 function send(res: ServerResponse, code: number, body: Json): void {
-  const text = JSON.stringify(body);
+  sendText(res, code, JSON.stringify(body));
+}
+
+function sendText(res: ServerResponse, code: number, text: string): void {
   res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-cache, private' });
   res.end(text);
 }

@@ -70,6 +70,12 @@ export function recordRefused(state: SideState, subjects: readonly (string | und
   state.failed = [...failed];
 }
 
+/** Leases that left and came since the last pass, compared by identity (the manager's LeaseDelta). */
+export interface LeaseChanges {
+  removed: readonly Lease[];
+  added: readonly Lease[];
+}
+
 /** The /metrics counters a backend feeds (the daemon's DaemonMetrics is one). */
 export interface BackendMetrics {
   changesApplied(family: 4 | 6, n: number): void;
@@ -113,6 +119,14 @@ export interface Backend {
    * change), which a backend may plan from what it programmed last.
    */
   reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]>;
+  /**
+   * A changes pass from the leases that changed since the last pass (the
+   * objects that left and came: a changed lease is both), without the whole
+   * list: its cost follows the change, not the cluster. Resolves as
+   * reconcile() does, or undefined when it needs the whole list (nothing
+   * programmed in full yet): the daemon calls reconcile() then. Optional.
+   */
+  reconcileChanges?(changes: LeaseChanges, why: string): Promise<SideState[] | undefined>;
   /** The last pass programmed every peer (/metrics counts a pass as ok). */
   programmedInFull(): boolean;
   /** The node leaves (--release-on-exit): its devices and peer routes go. */

@@ -17,7 +17,7 @@ import { readIfExists, removeFile } from '../../util/fs';
 import { readSysctl, writeSysctl } from '../../iproute/sysctl';
 import { Lease, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter, printable } from '../log';
-import { HeldLease, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
+import { HeldLease, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { describeNetwork } from '../netconfig';
 import { ReconcileLoop } from '../../util/reconcile-loop';
 import { subnetEnvOf, type Backend, type LeasedFamily } from '../backend/backend';
@@ -42,6 +42,8 @@ export interface DaemonOptions extends UnderlayOptions {
   log: Log;
   /** What /metrics exports (metrics.ts); none: nothing is counted. */
   metrics?: DaemonMetrics;
+  /** Called after each full pass (run-daemon.ts: gives the memory a full pass used back). */
+  afterFullPass?: () => void;
 }
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
@@ -55,8 +57,15 @@ export class Daemon {
   private families: LeasedFamily[] = [];
   /** This node's lease from the moment it is obtained: what --release-on-exit gives back. */
   private lease?: HeldLease;
-  /** The peers' picture: the last list that succeeded (see refreshLeases). */
-  private leases: Lease[] = [];
+  /**
+   * The peers' picture: the last list that succeeded (see refreshLeases),
+   * kept up to date between lists by the manager's deltas (changesPass).
+   */
+  private leaseSet = new Set<Lease>();
+  /** leaseSet as a list, made when asked for after a change. */
+  private leaseList?: Lease[];
+  /** Where leaseSet stands in the manager's changes (a list's or a delta's revision); undefined: list on the next pass. */
+  private leaseRevision?: string;
   private storeDown = false;
   private stopWatch?: Unwatch;
   private readonly loop: ReconcileLoop;
@@ -158,6 +167,7 @@ export class Daemon {
     // The list the lease was obtained from is the first picture of the peers: if the
     // source stops answering right now, the overlay is programmed from it, not emptied.
     this.leases = lease.listed.leases;
+    this.leaseRevision = lease.listed.revision;
     this.families = backend.attach(lease, attrs);
     this.metrics?.nodeSubnets(this.families.map((s) => s.subnet));
     this.log(`lease ${describeSubnets(lease)} (${lease.how})${backend.leaseNote}`);
@@ -195,6 +205,15 @@ export class Daemon {
     this.running = !this.stopped;
     const problem = overlayProblem(this.overlay);
     this.log(`running: ${describePeers(this.overlay)}; reconciling every ${o.reconcileMs / 1000} s${problem ? `; not ready: ${problem}, retrying on each reconcile` : ''}`);
+  }
+
+  private get leases(): readonly Lease[] {
+    return (this.leaseList ??= [...this.leaseSet]);
+  }
+
+  private set leases(list: readonly Lease[]) {
+    this.leaseSet = new Set(list);
+    this.leaseList = [...list];
   }
 
   /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */
@@ -238,9 +257,7 @@ export class Daemon {
     const cpuBefore = process.cpuUsage();
     let ok = false;
     try {
-      // our lease written again (deleted by hand, expired while the store was away): list once more to see it
-      if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.leases = (await this.manager.listLeases()).leases;
-      const overlay: SideState[] = (await this.backend?.reconcile(this.leases, why, full)) ?? [];
+      const overlay: SideState[] = (!full && (await this.changesPass(why))) || (await this.listedPass(why, full));
       // full passes only: a changes pass runs no command beyond the changes (see reconcile-loop.ts)
       if (full && this.opts.ipBlackholeRoute) for (const f of this.families) await this.blackhole(f, why);
       this.overlay = overlay;
@@ -260,7 +277,44 @@ export class Daemon {
     } finally {
       const cpu = process.cpuUsage(cpuBefore);
       this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
+      if (full) this.opts.afterFullPass?.();
     }
+  }
+
+  /** A pass from a fresh list of the leases (the last good one when the source cannot be listed). */
+  private async listedPass(why: string, full: boolean): Promise<SideState[]> {
+    // our lease written again (deleted by hand, expired while the store was away): list once more to see it
+    if ((await this.refreshLeases()) && (await this.lease?.check(this.leases))) this.useList(await this.manager.listLeases());
+    return (await this.backend?.reconcile(this.leases, why, full)) ?? [];
+  }
+
+  /**
+   * A changes pass without a list: the manager's delta since the last pass
+   * applied to the picture and handed to the backend, so that its cost
+   * follows the change, not the cluster. Undefined when the manager or the
+   * backend cannot do it (no delta, nothing programmed in full yet): the
+   * pass lists then.
+   */
+  private async changesPass(why: string): Promise<SideState[] | undefined> {
+    const backend = this.backend;
+    if (!backend?.reconcileChanges || !this.manager.leaseChanges || this.leaseRevision === undefined || this.storeDown) return undefined;
+    const delta = this.manager.leaseChanges(this.leaseRevision);
+    if (!delta) return undefined;
+    this.leaseRevision = delta.revision;
+    for (const l of delta.removed) this.leaseSet.delete(l);
+    for (const l of delta.added) this.leaseSet.add(l);
+    this.leaseList = undefined;
+    for (const b of delta.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
+    if (await this.lease?.check(this.leases)) {
+      this.useList(await this.manager.listLeases());
+      return backend.reconcile(this.leases, why, false);
+    }
+    return (await backend.reconcileChanges(delta, why)) ?? backend.reconcile(this.leases, why, false);
+  }
+
+  private useList(list: LeaseList): void {
+    this.leases = list.leases;
+    this.leaseRevision = list.revision;
   }
 
   /**
@@ -271,7 +325,7 @@ export class Daemon {
   private async refreshLeases(): Promise<boolean> {
     try {
       const res = await this.manager.listLeases();
-      this.leases = res.leases;
+      this.useList(res);
       if (this.storeDown) this.log(`lease store ${this.manager.description} is reachable again`);
       this.storeDown = false;
       for (const b of res.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);

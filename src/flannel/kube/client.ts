@@ -55,6 +55,9 @@ const PATCH_CONTENT_TYPE: Record<PatchType, string> = {
   merge: 'application/merge-patch+json',
 };
 
+/** Nodes per list page (client-go's pager and kubectl use 500). */
+export const LIST_PAGE_SIZE = 500;
+
 /** Node's codes for a server certificate it refused. */
 const TLS_TRUST_ERROR = /^(UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
 
@@ -91,10 +94,61 @@ export class KubeClient {
     return this.call<KubeNode>('GET', `/api/v1/nodes/${encodeURIComponent(name)}`);
   }
 
-  /** Every Node, read consistently (the most recent state), with the list's resourceVersion. */
-  async listNodes(): Promise<NodeList> {
-    const list = await this.call<{ items?: KubeNode[]; metadata?: { resourceVersion?: string } }>('GET', '/api/v1/nodes');
-    return { items: list.items ?? [], resourceVersion: list.metadata?.resourceVersion ?? '' };
+  /**
+   * One page of the Nodes, as client-go's pager reads them: at most `limit`
+   * (the first page: read consistently, the most recent state), or the
+   * page after `token` (the last page's `continue`; every page is the list
+   * at the first page's resourceVersion). `continue` is set while more
+   * remain. A token the server no longer serves is a KubeApiError 410
+   * (Expired): list again from the first page.
+   */
+  async listNodesPage(limit: number, token?: string): Promise<NodeList> {
+    const query = new URLSearchParams({ limit: String(limit), ...(token ? { continue: token } : {}) });
+    const list = await this.call<{ items?: KubeNode[]; metadata?: { resourceVersion?: string; continue?: string } }>('GET', `/api/v1/nodes?${query}`);
+    const next = list.metadata?.continue;
+    return { items: list.items ?? [], resourceVersion: list.metadata?.resourceVersion ?? '', ...(next ? { continue: next } : {}) };
+  }
+
+  /**
+   * Every Node, read consistently, with the list's resourceVersion: in pages
+   * of `limit`, so that no answer holds thousands of Nodes at once; listed
+   * again from the start when a continue token expired (a few times at most).
+   */
+  async listNodes(limit = LIST_PAGE_SIZE): Promise<NodeList> {
+    const items: KubeNode[] = [];
+    const rv = await this.eachNodePage(limit, (page) => items.push(...page.items), () => (items.length = 0));
+    return { items, resourceVersion: rv };
+  }
+
+  /**
+   * Reads the Nodes page by page, handing each to `onPage` (the next one is
+   * on its way meanwhile); when a continue
+   * token expired (410), calls `onRestart(why)` and starts again from the
+   * first page (client-go lists again too), at most `restarts` times.
+   * Resolves with the list's resourceVersion.
+   */
+  async eachNodePage(limit: number, onPage: (page: NodeList) => void, onRestart: (why: string) => void, restarts = 3): Promise<string> {
+    // the next page is asked for before this one is handed over: the server works while we do
+    const ask = (token?: string) => {
+      const p = this.listNodesPage(limit, token);
+      p.catch(() => {}); // awaited below; not unhandled meanwhile
+      return { token, page: p };
+    };
+    let next = ask();
+    for (;;) {
+      let page: NodeList;
+      try {
+        page = await next.page;
+      } catch (err) {
+        if (!next.token || !(err instanceof KubeApiError) || err.status !== 410 || restarts-- <= 0) throw err;
+        onRestart(err.message);
+        next = ask();
+        continue;
+      }
+      if (page.continue) next = ask(page.continue);
+      onPage(page);
+      if (!page.continue) return page.resourceVersion;
+    }
   }
 
   /**

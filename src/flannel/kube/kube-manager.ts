@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { IP, Prefix } from '../../net/ip';
 import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter } from '../log';
-import { HeldLease, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
+import { HeldLease, LeaseDelta, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
@@ -35,6 +35,11 @@ export interface KubeOptions extends KubeConfigOptions {
   setNodeNetworkUnavailable: boolean;
 }
 
+/** How many lease changes the journal keeps (leaseChanges): a reader further behind lists instead. */
+const JOURNAL_LIMIT = 20_000;
+
+type LeaseRead = { lease: Lease } | { reason: string };
+
 /** While our Node has no usable pod CIDR, the reason is logged again this often (it is logged at once when it changes). */
 const WAIT_REMINDER_MS = 5 * 60_000;
 
@@ -56,14 +61,21 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 }
 
 /**
- * The parts of a Node the daemon reads (its name, resourceVersion, labels,
- * annotations, pod CIDRs): what the informer keeps of each, so that 5,000
- * kubelets' status (images, capacity, conditions) is not held in memory.
+ * The parts of a Node the daemon reads (its name, resourceVersion, flannel's
+ * annotations, pod CIDRs): what the informer keeps of each while it reads
+ * it, so that 5,000 kubelets' status (images, capacity, conditions), labels
+ * and other annotations are not held in memory. `names`: the annotations
+ * kept (all of them when absent).
  */
-export function slimNode(node: KubeNode): KubeNode {
-  const { name, uid, resourceVersion, labels, annotations } = node.metadata;
+export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
+  const { name, uid, resourceVersion, annotations: all } = node.metadata;
+  let annotations = all;
+  if (all && names) {
+    annotations = {};
+    for (const k of Object.values(names)) if (all[k] !== undefined) annotations[k] = all[k];
+  }
   const spec = node.spec && { ...(node.spec.podCIDR !== undefined ? { podCIDR: node.spec.podCIDR } : {}), ...(node.spec.podCIDRs ? { podCIDRs: node.spec.podCIDRs } : {}) };
-  return { metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) }, ...(spec ? { spec } : {}) };
+  return { metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(annotations ? { annotations } : {}) }, ...(spec ? { spec } : {}) };
 }
 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */
@@ -108,7 +120,10 @@ export class KubeManager implements SubnetManager {
   private readonly wakeOnOwnChange = new Set<() => void>();
   private relistCount = 0;
   /** Per Node that is a flannel node: its lease (or why it is unusable) as last read, and its signature. */
-  private readonly leaseOf = new Map<string, { signature: string; read: { lease: Lease } | { reason: string } }>();
+  private readonly leaseOf = new Map<string, { signature: string; read: LeaseRead }>();
+  /** The lease changes, in order: entry i is change number journalStart + i + 1 (`changes` counts them). */
+  private readonly journal: { name: string; before?: LeaseRead; after?: LeaseRead }[] = [];
+  private journalStart = 0;
   /** Watch troubles before the daemon watches (it reports them itself after). */
   private readonly early: Reporter;
 
@@ -132,7 +147,12 @@ export class KubeManager implements SubnetManager {
           log(`listing every Node again: ${why}`);
         },
       },
-      { keep: slimNode, ...watchOpts },
+      {
+        keep: (n) => slimNode(n, this.names),
+        // a peer's lease is read from its change (changed()) and kept in leaseOf: the cache needs only its name and resourceVersion
+        retain: (n) => (n.metadata.name === opts.nodeName ? n : { metadata: { name: n.metadata.name, resourceVersion: n.metadata.resourceVersion } }),
+        ...watchOpts,
+      },
     );
   }
 
@@ -167,10 +187,22 @@ export class KubeManager implements SubnetManager {
     const before = this.leaseOf.get(name)?.signature ?? '';
     const read = c.type === 'DELETED' ? undefined : nodeLease(c.node, this.names);
     const now = signatureOf(read);
-    if (read) this.leaseOf.set(name, { signature: now, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read });
+    if (before === now) {
+      // the same lease: the object the backends judged stays (a heartbeat, another annotation)
+      if (!read) this.leaseOf.delete(name);
+      return;
+    }
+    const was = this.leaseOf.get(name)?.read;
+    const entry = read ? { signature: now, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read } : undefined;
+    if (entry) this.leaseOf.set(name, entry);
     else this.leaseOf.delete(name);
-    if (before === now) return;
     this.changes++;
+    this.journal.push({ name, before: was, after: entry?.read });
+    if (this.journal.length > JOURNAL_LIMIT) {
+      const drop = this.journal.length - JOURNAL_LIMIT / 2;
+      this.journal.splice(0, drop);
+      this.journalStart += drop;
+    }
     this.onChange?.(`node ${JSON.stringify(name)} ${c.type === 'ADDED' ? 'added' : c.type === 'DELETED' ? 'deleted' : 'changed'}`);
   }
 
@@ -303,6 +335,25 @@ export class KubeManager implements SubnetManager {
       else list.leases.push(read.lease);
     }
     return list;
+  }
+
+  /** The lease changes after revision `revision` (a count of changes), from the journal; undefined when it no longer holds them all. */
+  leaseChanges(revision: string): LeaseDelta | undefined {
+    const from = Number(revision);
+    if (!this.synced || !Number.isSafeInteger(from) || from < this.journalStart || from > this.changes) return undefined;
+    const delta: LeaseDelta = { removed: [], added: [], bad: [], revision: String(this.changes) };
+    const removed = new Set<Lease>();
+    const added = new Set<Lease>();
+    for (let i = from - this.journalStart; i < this.journal.length; i++) {
+      const { name, before, after } = this.journal[i];
+      // a lease added and removed again within the window cancels out
+      if (before && 'lease' in before && !added.delete(before.lease)) removed.add(before.lease);
+      if (after && 'lease' in after) added.add(after.lease);
+      if (after && 'reason' in after) delta.bad.push({ key: `nodes/${name}`, why: after.reason });
+    }
+    delta.removed = [...removed];
+    delta.added = [...added];
+    return delta;
   }
 
   /**

@@ -7,9 +7,13 @@
 //   ERROR event or an HTTP status) means changes were missed: list again,
 //   and report the difference to the cache as changes (a Node gone
 //   meanwhile is reported DELETED).
+// - Lists are read in pages (500 Nodes each, as client-go's pager), each
+//   page cut down to what is kept before the next is read: the daemon never
+//   holds thousands of whole Nodes at once. A continue token that expired
+//   meanwhile (410) starts the list again from its first page.
 // - Failures are retried with a bounded backoff (doubling up to maxMs, reset
 //   once the watch delivers again), each reported to onError.
-import { KubeApiError, KubeClient, WatchHandle } from './client';
+import { KubeApiError, KubeClient, LIST_PAGE_SIZE, WatchHandle } from './client';
 import type { KubeNode } from './node';
 
 export interface NodeChange {
@@ -41,6 +45,14 @@ export interface NodeWatchOptions {
    * daemon's memory. Default: the whole Node.
    */
   keep?: (node: KubeNode) => KubeNode;
+  /**
+   * What the cache holds of a kept Node once its change was reported (and
+   * what comes back as `previous`): its name and resourceVersion are all a
+   * list or a watch needs. Default: the kept Node.
+   */
+  retain?: (node: KubeNode) => KubeNode;
+  /** Nodes per list page (default 500). */
+  pageSize?: number;
 }
 
 const name = (n: KubeNode) => n.metadata.name;
@@ -55,6 +67,8 @@ export class NodeWatch {
   private readonly backoff: { initialMs: number; maxMs: number };
   private readonly watchTimeoutS: () => number;
   private readonly keep: (node: KubeNode) => KubeNode;
+  private readonly pageSize: number;
+  private readonly retain: (node: KubeNode) => KubeNode;
 
   constructor(
     private readonly client: KubeClient,
@@ -64,6 +78,8 @@ export class NodeWatch {
     this.backoff = opts.backoff ?? { initialMs: 250, maxMs: 2000 };
     this.watchTimeoutS = opts.watchTimeoutS ?? (() => 300 + Math.floor(Math.random() * 300));
     this.keep = opts.keep ?? ((n) => n);
+    this.pageSize = opts.pageSize ?? LIST_PAGE_SIZE;
+    this.retain = opts.retain ?? ((n) => n);
   }
 
   /**
@@ -76,7 +92,7 @@ export class NodeWatch {
     void this.run();
   }
 
-  /** The Nodes as last seen, by name. */
+  /** The Nodes as last seen (what `retain` keeps of them), by name. */
   nodes(): ReadonlyMap<string, KubeNode> {
     return this.cache;
   }
@@ -110,32 +126,39 @@ export class NodeWatch {
     }
   }
 
-  /** One list into the cache; false (reported) when it failed. */
+  /** One list into the cache, page by page; false (reported) when it failed. */
   private async list(): Promise<boolean> {
-    let list;
+    const listed = new Map<string, KubeNode>();
+    let rv: string;
     try {
-      list = await this.client.listNodes();
+      rv = await this.client.eachNodePage(
+        this.pageSize,
+        (page) => {
+          for (const item of page.items) if (item.metadata?.name) listed.set(item.metadata.name, this.keep(item));
+        },
+        (why) => {
+          listed.clear();
+          this.handlers.onRelist?.(`the list's continue token expired (${why}): listing from the first page again`);
+        },
+      );
     } catch (err) {
       this.handlers.onError(err as Error);
       return false;
     }
     if (this.stopped) return true;
     this.failures = 0;
-    const seen = new Set<string>();
-    for (const item of list.items) {
-      const node = this.keep(item);
-      seen.add(name(node));
-      const previous = this.cache.get(name(node));
-      this.cache.set(name(node), node);
+    for (const [n, node] of listed) {
+      const previous = this.cache.get(n);
+      this.cache.set(n, this.retain(node));
       if (!previous) this.handlers.onChange({ type: 'ADDED', node });
       else if (previous.metadata.resourceVersion !== node.metadata.resourceVersion) this.handlers.onChange({ type: 'MODIFIED', node, previous });
     }
     for (const [n, previous] of this.cache) {
-      if (seen.has(n)) continue;
+      if (listed.has(n)) continue;
       this.cache.delete(n);
       this.handlers.onChange({ type: 'DELETED', node: previous, previous });
     }
-    this.rv = list.resourceVersion;
+    this.rv = rv;
     return true;
   }
 
@@ -151,7 +174,7 @@ export class NodeWatch {
       this.handlers.onChange({ type: 'DELETED', node, previous });
       return;
     }
-    this.cache.set(name(node), node);
+    this.cache.set(name(node), this.retain(node));
     this.handlers.onChange(previous ? { type: 'MODIFIED', node, previous } : { type: 'ADDED', node });
   }
 

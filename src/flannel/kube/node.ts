@@ -37,6 +37,8 @@ export interface NodeList {
   items: KubeNode[];
   /** The list's resourceVersion: watch from here to miss nothing. */
   resourceVersion: string;
+  /** A page of a list: the token for the next page; absent on the last. */
+  continue?: string;
 }
 
 /** A watch event as the API sends it (ERROR carries a Status object, BOOKMARK an empty Node with only a resourceVersion). */

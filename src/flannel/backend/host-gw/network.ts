@@ -8,12 +8,15 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import { familiesOf, leasedSubnet, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
+import { familiesOf, leasedSubnet, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
-import { RoutePlanError, applyRoutes, desiredRoutes, planRoutes, readRoutes } from './routes';
+import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
 
 /** flanneld's words, kept so that operators searching for them find the cause. */
 export const NAT_REASON = "your PublicIP differs from interface IP, meaning that probably you're on a NAT, which is not supported by host-gw backend";
+
+/** A full pass making more changes than this logs a summary line instead of one line per change. */
+const SUMMARY_OVER = 20;
 
 export class HostGwNetwork implements Backend {
   readonly type = 'host-gw';
@@ -25,15 +28,25 @@ export class HostGwNetwork implements Backend {
   private families: LeasedFamily[] = [];
   /** The last pass routed every peer. */
   private allRouted = false;
+  /**
+   * Per family, the routes the last pass made in full, by subnet: what a
+   * changes pass plans from. Absent: not known (start, a failure): the next
+   * pass reads the kernel.
+   */
+  private readonly programmed = new Map<4 | 6, Map<string, RoutePeer>>();
+  /** Per family, the routes the leases ask for, kept lease by lease. */
+  private readonly indexes = new Map<4 | 6, RouteIndex>();
   /** Families whose routes could not be read on the last pass. */
   private readonly unread = new Set<string>();
   private readonly log;
   private readonly problems;
+  private readonly resync: (why: string) => void;
 
   /** Throws flanneld's reason when this node is behind NAT (its public address is not the interface's). */
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
     this.problems = ctx.problems;
+    this.resync = ctx.resync;
     this.planned = familiesOf(cfg, ext);
     for (const f of this.planned) {
       const local = f.family === 4 ? ext.localIP : ext.localIPv6;
@@ -70,10 +83,25 @@ export class HostGwNetwork implements Backend {
     return removeOtherVteps(new Set(), 'a VTEP of the vxlan backend this node ran before', this.log);
   }
 
-  /** Every pass reads the routes into the overlay and compares (one `ip` exec per family): no changes-only pass. */
-  async reconcile(leases: readonly Lease[], why: string): Promise<SideState[]> {
+  /**
+   * A full pass reads the routes into the overlay and compares (one `ip`
+   * exec per family); a changes pass, once a pass routed a family in full,
+   * plans only the peer subnets whose leases changed, from what it made, and
+   * reads nothing.
+   */
+  async reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]> {
+    return this.pass({ leases }, why, full);
+  }
+
+  /** A changes pass from the leases that changed: undefined until a pass has routed every family in full. */
+  async reconcileChanges(changes: LeaseChanges, why: string): Promise<SideState[] | undefined> {
+    if (!this.families.every((f) => this.programmed.has(f.family))) return undefined;
+    return this.pass(changes, why, false);
+  }
+
+  private async pass(change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState[]> {
     const states: SideState[] = [];
-    for (const f of this.families) states.push(await this.reconcileFamily(f, leases, why));
+    for (const f of this.families) states.push(await this.reconcileFamily(f, change, why, full));
     this.allRouted = states.every((st) => st.failed.length === 0 && st.staleLeft === 0 && !this.unread.has(st.vtep));
     return states;
   }
@@ -83,25 +111,53 @@ export class HostGwNetwork implements Backend {
   }
 
   /** One family's peer routes. No device of ours to be down: `up` always (named after the underlay they go through). */
-  private async reconcileFamily(f: LeasedFamily, leases: readonly Lease[], why: string): Promise<SideState> {
+  private async reconcileFamily(f: LeasedFamily, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
     const key = `routes${f.family}`;
-    const { peers, skipped } = desiredRoutes(leases, f, f.pool.network);
-    const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: peers.length, failed: [], staleLeft: 0 };
+    let index = this.indexes.get(f.family);
+    if (!index) this.indexes.set(f.family, (index = new RouteIndex(f, f.pool.network)));
+    const before = full ? undefined : this.programmed.get(f.family);
+    let peers: RoutePeer[];
+    let keys: Set<string> | undefined;
+    let skipped: string[];
+    if (before) {
+      const { removed, added } = 'leases' in change ? index.diff(change.leases) : change;
+      ({ keys, skipped } = index.apply(removed, added));
+      peers = [...keys].map((k) => index!.wanted(k)).filter((p): p is RoutePeer => !!p);
+    } else {
+      if (!('leases' in change)) throw new Error(`IPv${f.family} routes: a changes pass before a full one`);
+      ({ peers, skipped } = index.reset(change.leases));
+    }
+    const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: before ? before.size : peers.length, failed: [], staleLeft: 0 };
     // one line per lease until its reason changes; a lease of another backend is one line for both families
     for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
     this.unread.delete(state.vtep);
     try {
-      const plan = planRoutes(peers, await readRoutes(f.pool.network), this.dev, f.pool.network);
+      const actual = before ? programmedRoutes([...keys!].map((k) => before.get(k)).filter((p): p is RoutePeer => !!p), this.dev) : await readRoutes(f.pool.network);
+      const plan = planRoutes(peers, actual, this.dev, f.pool.network);
+      this.programmed.delete(f.family); // until the plan is applied in full
       try {
         await applyRoutes(plan);
-        for (const c of plan.changes) this.log(`${c} (${why})`);
+        this.logChanges(plan.changes, why, !before);
       } catch (err) {
         if (err instanceof RoutePlanError) {
-          plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+          this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
           recordRefused(state, plan.subjects, err.failedChanges);
         }
+        // after a changes pass the full pass comes at once (see vxlan)
+        if (before) this.resync(`IPv${f.family} routes: some changes were refused`);
         throw err;
       }
+      let now: Map<string, RoutePeer>;
+      if (before) {
+        for (const k of keys!) {
+          const p = index.wanted(k);
+          if (p) before.set(k, p);
+          else before.delete(k);
+        }
+        now = before;
+      } else now = new Map(peers.map((p) => [p.subnet.toString(), p]));
+      this.programmed.set(f.family, now);
+      state.wanted = now.size;
       this.problems.clear(key, `IPv${f.family}: every peer is routed again`);
     } catch (err) {
       // not read, or not applied at all: none of them is known to be in place
@@ -113,6 +169,16 @@ export class HostGwNetwork implements Backend {
       this.problems.report(key, `reconcile failed: IPv${f.family} peer routes: ${(err as Error).message}${counted}; retrying on each reconcile`);
     }
     return state;
+  }
+
+  /** One log line per change; a full pass making many (the first: one per peer) logs how many, in one line. */
+  private logChanges(changes: readonly string[], why: string, fullPass: boolean): void {
+    if (fullPass && changes.length > SUMMARY_OVER) {
+      const added = changes.filter((c) => c.endsWith(': added')).length;
+      this.log(`${changes.length} route changes (${why}): ${added} added, ${changes.length - added} removed or replaced`);
+      return;
+    }
+    for (const c of changes) this.log(`${c} (${why})`);
   }
 
   /** The node leaves: its peer routes go (they would lead nowhere once its pods are gone). */

@@ -31,40 +31,114 @@ export interface RouteSelf {
 export function desiredRoutes(leases: readonly Lease[], self: RouteSelf, network: Prefix): { peers: RoutePeer[]; skipped: string[] } {
   const peers: RoutePeer[] = [];
   const skipped: string[] = [];
-  const family = network.family;
-  const field = family === 4 ? 'PublicIP' : 'PublicIPv6';
+  const selfKey = self.subnet.toString();
   for (const l of leases) {
-    const what = `lease ${describeSubnets(l)}`;
-    const subnet = subnetOf(l, family);
-    if (subnet && subnet.toString() === self.subnet.toString()) continue;
-    if (l.attrs.backendType !== 'host-gw') {
-      skipped.push(`${what}: backend ${JSON.stringify(l.attrs.backendType)} is not host-gw`);
-      continue;
-    }
-    if (!subnet) {
-      skipped.push(`${what}: no IPv${family} subnet (its node is not reachable over IPv${family})`);
-      continue;
-    }
-    const publicIP = family === 4 ? l.attrs.publicIP : l.attrs.publicIPv6;
-    if (!publicIP) {
-      skipped.push(`${what}: no ${field}`);
-      continue;
-    }
-    if (self.publicIP && publicIP.equals(self.publicIP)) {
-      skipped.push(`${what}: ${field} ${publicIP} is this node's (a stale lease of ours?)`);
-      continue;
-    }
-    if (!network.contains(subnet.network) || subnet.length < network.length) {
-      skipped.push(`${what}: outside the network ${network}`);
-      continue;
-    }
-    if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) {
-      skipped.push(`${what}: overlaps this node's subnet ${self.subnet}`);
-      continue;
-    }
-    peers.push({ subnet, gateway: publicIP.toString(), ...(l.node ? { node: l.node } : {}) });
+    const v = routeVerdict(l, self, network, selfKey);
+    if (typeof v === 'string') skipped.push(v);
+    else if (v) peers.push(v);
   }
   return { peers, skipped };
+}
+
+/** One lease: the route it asks for, why it is skipped ("lease <subnets>: <why>"), or undefined for our own. */
+export function routeVerdict(l: Lease, self: RouteSelf, network: Prefix, selfKey = self.subnet.toString()): RoutePeer | string | undefined {
+  const family = network.family;
+  const field = family === 4 ? 'PublicIP' : 'PublicIPv6';
+  const what = `lease ${describeSubnets(l)}`;
+  const subnet = subnetOf(l, family);
+  if (subnet && subnet.toString() === selfKey) return undefined;
+  if (l.attrs.backendType !== 'host-gw') return `${what}: backend ${JSON.stringify(l.attrs.backendType)} is not host-gw`;
+  if (!subnet) return `${what}: no IPv${family} subnet (its node is not reachable over IPv${family})`;
+  const publicIP = family === 4 ? l.attrs.publicIP : l.attrs.publicIPv6;
+  if (!publicIP) return `${what}: no ${field}`;
+  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what}: ${field} ${publicIP} is this node's (a stale lease of ours?)`;
+  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what}: outside the network ${network}`;
+  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what}: overlaps this node's subnet ${self.subnet}`;
+  return { subnet, gateway: publicIP.toString(), ...(l.node ? { node: l.node } : {}) };
+}
+
+/**
+ * The routes one family wants, kept lease by lease (as vxlan's PeerIndex):
+ * a changes pass hands in the leases that left and came and learns which
+ * peer subnets may want another route now, without looking at the others.
+ * Two leases on one subnet: the one that came last is wanted.
+ */
+export class RouteIndex {
+  private readonly judged = new Map<Lease, RoutePeer | undefined>();
+  private readonly byKey = new Map<string, Set<Lease>>();
+  private readonly selfKey: string;
+
+  constructor(
+    private readonly self: RouteSelf,
+    private readonly network: Prefix,
+  ) {
+    this.selfKey = self.subnet.toString();
+  }
+
+  /** The index of exactly `leases`: every route they want, and why the others are skipped. */
+  reset(leases: readonly Lease[]): { peers: RoutePeer[]; skipped: string[] } {
+    this.judged.clear();
+    this.byKey.clear();
+    const skipped = this.add(leases);
+    const peers: RoutePeer[] = [];
+    for (const key of this.byKey.keys()) peers.push(this.wanted(key)!);
+    return { peers, skipped };
+  }
+
+  /** What the index holds that `leases` lacks, and the other way round (compared by identity). */
+  diff(leases: readonly Lease[]): { removed: Lease[]; added: Lease[] } {
+    const now = new Set(leases);
+    return { removed: [...this.judged.keys()].filter((l) => !now.has(l)), added: leases.filter((l) => !this.judged.has(l)) };
+  }
+
+  /** Takes `removed` out and puts `added` in; the subnet keys whose route may differ now, and why added leases are skipped. */
+  apply(removed: readonly Lease[], added: readonly Lease[]): { keys: Set<string>; skipped: string[] } {
+    const keys = new Set<string>();
+    for (const l of removed) {
+      const p = this.judged.get(l);
+      this.judged.delete(l);
+      if (!p) continue;
+      const key = p.subnet.toString();
+      const there = this.byKey.get(key);
+      there?.delete(l);
+      if (there && !there.size) this.byKey.delete(key);
+      keys.add(key);
+    }
+    const skipped = this.add(added);
+    for (const l of added) {
+      const p = this.judged.get(l);
+      if (p) keys.add(p.subnet.toString());
+    }
+    return { keys, skipped };
+  }
+
+  /** The route wanted to subnet `key`: the last lease there. */
+  wanted(key: string): RoutePeer | undefined {
+    let found: RoutePeer | undefined;
+    for (const l of this.byKey.get(key) ?? []) found = this.judged.get(l);
+    return found;
+  }
+
+  private add(leases: readonly Lease[]): string[] {
+    const skipped: string[] = [];
+    for (const l of leases) {
+      const v = routeVerdict(l, this.self, this.network, this.selfKey);
+      if (typeof v === 'string') skipped.push(v);
+      const peer = typeof v === 'string' ? undefined : v;
+      this.judged.set(l, peer);
+      if (!peer) continue;
+      const key = peer.subnet.toString();
+      const there = this.byKey.get(key);
+      if (there) there.add(l);
+      else this.byKey.set(key, new Set([l]));
+    }
+    return skipped;
+  }
+}
+
+/** The routes to `peers` as the kernel holds them once a plan made them (planning against this needs no read). */
+export function programmedRoutes(peers: readonly RoutePeer[], dev: string): IpRoute[] {
+  return peers.map((p) => ({ dst: p.subnet.toString(), gateway: p.gateway, dev }));
 }
 
 export interface RoutePlan {

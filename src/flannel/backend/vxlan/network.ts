@@ -8,8 +8,9 @@ import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import { recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeasedFamily, type SideState } from '../backend';
-import { Peer, PeerMemo, PlanError, applyPlan, desiredPeers, planChanges, planPeers, readActual } from './peers';
+import { recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { Peer, PlanError, applyPlan, planPeers, programmed, readActual } from './peers';
+import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
 
@@ -33,6 +34,9 @@ function describeOptions(cfg: NetworkConfig, direct: readonly Prefix[]): string 
   return on.length ? `, ${on.join(', ')}` : '';
 }
 
+/** A full pass making more changes than this logs a summary line instead of one line per change. */
+const SUMMARY_OVER = 20;
+
 export class VxlanNetwork implements Backend {
   readonly type = 'vxlan';
   readonly description: string;
@@ -48,12 +52,13 @@ export class VxlanNetwork implements Backend {
   private readonly resync: (why: string) => void;
   private readonly metrics?: BackendMetrics;
   /**
-   * Per VTEP, the peers the last pass programmed in full: what a changes
-   * pass plans from. Absent: not known (start, a failure): the next pass reads the kernel.
+   * Per VTEP, the peers the last pass programmed in full, by subnet: what a
+   * changes pass plans from. Absent: not known (start, a failure): the next
+   * pass reads the kernel.
    */
-  private readonly programmed = new Map<string, Peer[]>();
-  /** Per VTEP, what each lease object was judged to be (a peer, or why not): judged once per object. */
-  private readonly peerMemos = new Map<string, PeerMemo>();
+  private readonly programmed = new Map<string, Map<string, Peer>>();
+  /** Per VTEP, the peers the leases ask for, kept lease by lease (each lease object judged once). */
+  private readonly indexes = new Map<string, PeerIndex>();
 
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
@@ -116,7 +121,15 @@ export class VxlanNetwork implements Backend {
 
   async reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]> {
     const states: SideState[] = [];
-    for (const s of this.sides) states.push(await this.reconcileSide(s, leases, why, full));
+    for (const s of this.sides) states.push(await this.reconcileSide(s, { leases }, why, full));
+    return states;
+  }
+
+  /** A changes pass from the leases that changed: undefined until a pass has programmed every VTEP in full. */
+  async reconcileChanges(changes: LeaseChanges, why: string): Promise<SideState[] | undefined> {
+    if (!this.programmedInFull()) return undefined;
+    const states: SideState[] = [];
+    for (const s of this.sides) states.push(await this.reconcileSide(s, changes, why, false));
     return states;
   }
 
@@ -124,35 +137,56 @@ export class VxlanNetwork implements Backend {
     return this.sides.every((s) => this.programmed.has(s.spec.name));
   }
 
-  private async reconcileSide(s: Side, leases: readonly Lease[], why: string, full: boolean): Promise<SideState> {
+  private indexOf(s: Side): PeerIndex {
+    let index = this.indexes.get(s.spec.name);
+    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex(selfOf(s), s.pool.network, new WeakMap())));
+    return index;
+  }
+
+  /**
+   * One VTEP. A full pass (or the first) judges every lease and compares with
+   * the kernel; a changes pass, with a VTEP programmed in full before, takes
+   * the leases that changed (given, or found by comparing the list with the
+   * last one) and plans only the peer subnets they touch, from what was programmed.
+   */
+  private async reconcileSide(s: Side, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
     const name = s.spec.name;
     const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
-    const before = this.programmed.get(name);
-    if (full || !before) {
+    const before = full ? undefined : this.programmed.get(name);
+    if (!before) {
       if (!(await this.reconcileVtep(s, why))) return state;
     }
     state.up = true;
-    let memo = this.peerMemos.get(name);
-    if (!memo) this.peerMemos.set(name, (memo = new WeakMap()));
-    const { peers, skipped } = desiredPeers(leases, selfOf(s), s.pool.network, memo);
-    state.wanted = peers.length;
+    const index = this.indexOf(s);
+    let peers: Peer[];
+    let keys: Set<string> | undefined;
+    let skipped: string[];
+    if (before) {
+      const { removed, added } = 'leases' in change ? index.diff(change.leases) : change;
+      ({ keys, skipped } = index.apply(removed, added));
+      peers = [...keys].map((k) => index.wanted(k)).filter((p): p is Peer => !!p);
+    } else {
+      if (!('leases' in change)) throw new Error(`${name}: a changes pass before a full one`);
+      ({ peers, skipped } = index.reset(change.leases));
+    }
+    state.wanted = before ? before.size : peers.length;
     try {
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
-      const plan = before && !full
-        ? planChanges(before, peers, name, s.pool.network, this.direct)
+      const plan = before
+        ? planPeers(peers, programmed([...keys!].map((k) => before.get(k)).filter((p): p is Peer => !!p), this.direct), name, s.pool.network, this.direct)
         : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
       this.programmed.delete(name); // until the plan is applied in full
       if (plan.changes.length) {
         try {
           await applyPlan(plan);
-          for (const c of plan.changes) this.log(`${c} (${why})`);
+          this.logChanges(plan.changes, why, !before);
           this.metrics?.changesApplied(s.family, plan.changes.length);
         } catch (err) {
           // the rest was made all the same: say so, then report what the kernel refused
           if (err instanceof PlanError) {
-            plan.changes.forEach((c, i) => !err.failedChanges.has(i) && this.log(`${c} (${why})`));
+            this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
             this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
             this.metrics?.changesFailed(s.family, err.failedChanges.size);
             recordRefused(state, plan.subjects, err.failedChanges);
@@ -160,12 +194,22 @@ export class VxlanNetwork implements Backend {
           // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
           // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
           // failed waits for the next change or period, not to spin on a refusing kernel.
-          if (before && !full) this.resync(`${name}: some changes were refused`);
+          if (before) this.resync(`${name}: some changes were refused`);
           throw err;
         }
       }
-      this.programmed.set(name, peers);
-      this.metrics?.peers(s.family, peers.length);
+      let now: Map<string, Peer>;
+      if (before) {
+        for (const k of keys!) {
+          const p = index.wanted(k);
+          if (p) before.set(k, p);
+          else before.delete(k);
+        }
+        now = before;
+      } else now = new Map(peers.map((p) => [p.key ?? p.subnet.toString(), p]));
+      this.programmed.set(name, now);
+      state.wanted = now.size;
+      this.metrics?.peers(s.family, now.size);
       this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
     } catch (err) {
       // not read, or not applied at all: none of them is known to be in place
@@ -176,6 +220,23 @@ export class VxlanNetwork implements Backend {
     return state;
   }
 
+  /**
+   * The changes made, one log line each; but a full pass that made many
+   * (the first one, at start: three per peer) logs how many of each kind, in
+   * one line: thousands of lines cost more than programming the entries.
+   */
+  private logChanges(changes: readonly string[], why: string, fullPass: boolean): void {
+    if (fullPass && changes.length > SUMMARY_OVER) {
+      const kinds = new Map<string, number>();
+      for (const c of changes) {
+        const kind = `${c.slice(0, c.indexOf(' '))} ${c.endsWith('added') ? 'added' : c.includes('removed') ? 'removed' : 'changed'}`;
+        kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+      }
+      this.log(`${changes.length} changes (${why}): ${[...kinds].map(([k, n]) => `${n} ${k}`).join(', ')}`);
+      return;
+    }
+    for (const c of changes) this.log(`${c} (${why})`);
+  }
 
   private async reconcileVtep(s: Side, why: string): Promise<boolean> {
     const name = s.spec.name;

@@ -114,7 +114,7 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
     const sameMac = byMac.get(c.peer.mac)!;
     const others = sameMac.length === 1 ? [] : sameMac.filter((o) => o !== c && o.peer.publicIP !== c.peer.publicIP);
     if (others.length) {
-      skipped.push(`lease ${describeSubnets(c.lease)}: ${data}.VtepMAC ${c.peer.mac} is also advertised by ${others.map((o) => `lease ${describeSubnets(o.lease)}`).join(', ')}: neither is programmed`);
+      skipped.push(macConflict(c.lease, c.peer.mac, others.map((o) => o.lease), data));
       continue;
     }
     peers.push(c.peer);
@@ -122,9 +122,13 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
   return { peers, skipped };
 }
 
+/** Why a lease whose VTEP MAC others advertise for another PublicIP is skipped. */
+export const macConflict = (lease: Lease, mac: string, others: readonly Lease[], data: string) =>
+  `lease ${describeSubnets(lease)}: ${data}.VtepMAC ${mac} is also advertised by ${others.map((o) => `lease ${describeSubnets(o)}`).join(', ')}: neither is programmed`;
+
 /** Our own lease, in a verdict. */
-const OURS = 0;
-type Verdict = Peer | string | typeof OURS;
+export const OURS = 0;
+export type Verdict = Peer | string | typeof OURS;
 
 /**
  * What desiredPeers made of each lease object, for one `self` and `network`
@@ -135,7 +139,7 @@ type Verdict = Peer | string | typeof OURS;
 export type PeerMemo = WeakMap<Lease, Verdict>;
 
 /** One lease: the peer it asks for, why it is skipped ("lease <subnets>: <why>"), or OURS. */
-function verdict(l: Lease, self: Self, network: Prefix, selfKey: string): Verdict {
+export function verdict(l: Lease, self: Self, network: Prefix, selfKey: string): Verdict {
   const v6 = network.family === 6;
   const data = v6 ? 'BackendV6Data' : 'BackendData';
   const subnet = subnetOf(l, network.family);

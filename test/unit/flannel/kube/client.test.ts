@@ -173,7 +173,7 @@ describe('the Kubernetes client', () => {
       expect(conn.server).toBe(server.url);
       const err = await rejected(KubeApiError, client({ ...conn, ca: Buffer.from(ca.caPem) }).listNodes());
       expect(err.status).toBe(401);
-      expect(err.message).toBe(`GET ${server.url}/api/v1/nodes: 401 Unauthorized: Unauthorized`);
+      expect(err.message).toBe(`GET ${server.url}/api/v1/nodes?limit=500: 401 Unauthorized: Unauthorized`);
     });
 
     it.each([
@@ -212,7 +212,7 @@ describe('the Kubernetes client', () => {
     it('names the URL when nothing listens, and when the server never answers', async () => {
       const closed = await freePort();
       const err = await rejected(KubeApiError, client({ server: `https://127.0.0.1:${closed}`, description: 'test' }).listNodes());
-      expect(err.message).toBe(`GET https://127.0.0.1:${closed}/api/v1/nodes: connect ECONNREFUSED 127.0.0.1:${closed}`);
+      expect(err.message).toBe(`GET https://127.0.0.1:${closed}/api/v1/nodes?limit=500: connect ECONNREFUSED 127.0.0.1:${closed}`);
       const silent = await silentServer();
       try {
         const slow = await rejected(KubeApiError, client({ server: `http://127.0.0.1:${silent.port}`, description: 'test' }, { timeoutMs: 300 }).getNode('n1'));

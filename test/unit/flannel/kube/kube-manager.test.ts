@@ -99,7 +99,7 @@ describe('KubeManager', () => {
     const dead = open({ url: 'http://127.0.0.1:1' });
     await waitFor('a failed list', () => logs.some((l) => l.startsWith('watching Nodes: GET http://127.0.0.1:1/api/v1/nodes')));
     await expect(dead.nodePublicIPs()).rejects.toThrow(StoreUnavailable);
-    await expect(dead.nodePublicIPs()).rejects.toThrow(/no list of Nodes yet: GET http:\/\/127.0.0.1:1\/api\/v1\/nodes: connect ECONNREFUSED/);
+    await expect(dead.nodePublicIPs()).rejects.toThrow(/no list of Nodes yet: GET http:\/\/127.0.0.1:1\/api\/v1\/nodes\?limit=500: connect ECONNREFUSED/);
     await dead.close();
 
     const m = open();
@@ -121,9 +121,9 @@ describe('KubeManager', () => {
     await waitFor('the first reason', () => logs.some((l) => l.includes('does not exist (yet)')));
     await server.createNode({ metadata: { name: 'n1', annotations: { 'other.example.com/keep': 'me' } }, spec: {} });
     await waitFor('the second reason', () => logs.some((l) => l.includes('no pod CIDR assigned')));
-    await server.patchNode('n1', { metadata: { labels: { heartbeat: '1' } } }); // a change that does not help
+    const patched = await server.patchNode('n1', { metadata: { labels: { heartbeat: '1' } } }); // a change that does not help
     // once the cache holds it, the wait has looked at it (the wake-up runs in the same turn as the cache update)
-    await waitFor('the manager to see the change', () => m.ownNode()?.metadata.labels?.heartbeat === '1');
+    await waitFor('the manager to see the change', () => m.ownNode()?.metadata.resourceVersion === patched.metadata.resourceVersion);
     expect(lease).toBeUndefined();
     expect(logs.filter((l) => l.startsWith('waiting for node "n1"'))).toEqual([
       'waiting for node "n1": it does not exist (yet): waiting for the kubelet to register it',
@@ -220,6 +220,51 @@ describe('KubeManager', () => {
     await waitFor('the fence', () => changes.length >= 5);
     expect(changes).toEqual(['node "n2" changed', 'node "n3" added', 'node "n3" changed', 'node "n2" deleted', 'node "n4" added']);
     unwatch();
+  });
+
+  it('leaseChanges(): the lease objects removed and added since a revision (a changed lease is both; heartbeats none); undefined for an unknown revision', async () => {
+    await server.createNode(flannelNode('n1', 1));
+    await server.createNode(flannelNode('n2', 2));
+    const m = open({ nodeName: 'n1' });
+    await synced(m);
+    const listed = await m.listLeases();
+    const old2 = listed.leases.find((l) => l.node === 'n2')!;
+    expect(m.leaseChanges(listed.revision!)).toEqual({ removed: [], added: [], bad: [], revision: listed.revision });
+    await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'True' }] } }); // a heartbeat: the same lease object stays
+    await server.patchNode('n2', { metadata: { annotations: { [`${P}/public-ip`]: '192.168.88.22' } } });
+    await server.createNode(flannelNode('n3', 3));
+    await server.patchNode('n3', { metadata: { annotations: { [`${P}/backend-data`]: 'not json' } } });
+    await server.createNode(flannelNode('n4', 4));
+    await server.deleteNode('n4'); // came and went within the window: nothing
+    const fence = await server.createNode(flannelNode('n5', 5));
+    await waitFor('the fence', async () => (await m.listLeases()).leases.some((l) => l.node === 'n5'));
+    const d = m.leaseChanges(listed.revision!)!;
+    expect(d.removed).toEqual([old2]);
+    expect(d.removed[0]).toBe(old2);
+    expect(d.added.map((l) => `${l.node} ${l.attrs.publicIP}`)).toEqual(['n2 192.168.88.22', 'n5 192.168.88.5']);
+    expect(d.bad).toEqual([{ key: 'nodes/n3', why: expect.stringContaining('backend-data') }]);
+    const now = await m.listLeases();
+    expect(d.revision).toBe(now.revision);
+    expect(now.leases.find((l) => l.node === 'n2')).toBe(d.added[0]);
+    expect(m.leaseChanges(d.revision)).toMatchObject({ removed: [], added: [] });
+    expect(m.leaseChanges('999999')).toBeUndefined();
+    expect(fence.metadata.name).toBe('n5');
+  });
+
+  it('keeps of a peer only its name and resourceVersion once its lease is read, and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
+    const kubelet = { status: { conditions: [{ type: 'Ready', status: 'True' }], images: [{ names: ['x'], sizeBytes: 1 }] } };
+    await server.createNode({ ...flannelNode('n1', 1, { 'other.example.com/a': 'b' }), ...kubelet, metadata: { ...flannelNode('n1', 1).metadata, labels: { l: 'v' } } } as never);
+    await server.createNode({ ...flannelNode('n2', 2), ...kubelet } as never);
+    const m = open({ nodeName: 'n1' });
+    await synced(m);
+    const own = m.ownNode()!;
+    expect(Object.keys(own)).toEqual(['metadata', 'spec']);
+    expect(own.metadata.labels).toBeUndefined();
+    expect(Object.keys(own.metadata.annotations!).sort()).toEqual([`${P}/backend-data`, `${P}/backend-type`, `${P}/kube-subnet-manager`, `${P}/public-ip`]);
+    expect(own.spec).toEqual({ podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] });
+    const cache = (m as unknown as { watch: { nodes(): Map<string, unknown> } }).watch.nodes();
+    expect(cache.get('n2')).toEqual({ metadata: { name: 'n2', resourceVersion: expect.any(String) } });
+    expect((await m.listLeases()).leases.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n1 0a:00:00:00:00:01', 'n2 0a:00:00:00:00:02']);
   });
 
   it('check(): our annotations, changed or removed by hand, are written again once; a pod CIDR that changed is reported', async () => {

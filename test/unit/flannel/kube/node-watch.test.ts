@@ -68,6 +68,36 @@ describe('NodeWatch', () => {
     expect(watches(log)[0].query).toMatchObject({ allowWatchBookmarks: 'true', resourceVersion: expect.stringMatching(/^\d+$/) });
   });
 
+  it('lists in pages (limit, continue), all at the first page\'s resourceVersion: a change between pages comes by the watch', async () => {
+    for (const n of ['a', 'b', 'c', 'd', 'e']) await server.createNode(node(n));
+    let kept = 0;
+    const keep = (n: any) => {
+      // while the first page is read: a change the later pages must not show, and the watch must bring
+      if (kept++ === 0) void server.patchNode('e', { metadata: { annotations: { x: '1' } } });
+      return n;
+    };
+    const w = await startWatch({ pageSize: 2, keep });
+    expect(changes.slice(0, 5)).toEqual(['ADDED a', 'ADDED b', 'ADDED c', 'ADDED d', 'ADDED e']);
+    const pages = lists(await server.requests());
+    expect(pages.map((r) => [r.query.limit, r.query.continue ? 'continue' : 'first', r.status])).toEqual([['2', 'first', 200], ['2', 'continue', 200], ['2', 'continue', 200]]);
+    await waitFor('the change made between pages', () => changes.length === 6);
+    expect(changes[5]).toBe('MODIFIED e');
+    expect(w.nodes().get('e')!.metadata.annotations!.x).toBe('1');
+    expect(relists).toEqual([]);
+  });
+
+  it('lists again from the first page when a continue token expired (410), reporting each Node once', async () => {
+    for (const n of ['a', 'b', 'c', 'd', 'e']) await server.createNode(node(n));
+    await server.expireContinueTokens(1);
+    const w = await startWatch({ pageSize: 2 });
+    expect(changes).toEqual(['ADDED a', 'ADDED b', 'ADDED c', 'ADDED d', 'ADDED e']);
+    expect([...w.nodes().keys()].sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect(relists).toEqual([expect.stringMatching(/continue token expired .*410 Expired/)]);
+    const pages = lists(await server.requests());
+    expect(pages.map((r) => [r.query.continue ? 'continue' : 'first', r.status])).toEqual([['first', 200], ['continue', 410], ['first', 200], ['continue', 200], ['continue', 200]]);
+    expect(errors).toEqual([]);
+  });
+
   it('notices a Node deleted, or losing its annotations, within 3 s', async () => {
     await server.createNode(node('d'));
     const w = await startWatch();
@@ -172,7 +202,7 @@ describe('NodeWatch', () => {
     expect(asked.slice(0, 5)).toEqual([40, 80, 160, 160, 160]); // doubling without a bound would ask 320, 640
     const gaps = times.slice(1).map((t, i) => t - times[i]);
     expect(gaps.slice(0, 3).every((g, i) => g >= 40 * 2 ** i - 5)).toBe(true);
-    expect(failures[0]).toBe(`GET http://127.0.0.1:${port}/api/v1/nodes: connect ECONNREFUSED 127.0.0.1:${port}`);
+    expect(failures[0]).toBe(`GET http://127.0.0.1:${port}/api/v1/nodes?limit=500: connect ECONNREFUSED 127.0.0.1:${port}`);
     // `started` resolved: the retry loop has ended (stop() cut its pause short), and the watch loop
     // after it sees the stop before its first request, so no failure can follow; a loop that ignored
     // stop() would have kept start() from resolving and failed the test on its timeout.
