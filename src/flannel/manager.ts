@@ -187,9 +187,10 @@ export interface SubnetManager {
    * The changes since `revision` (a LeaseList's or a LeaseDelta's), without
    * a list, for a changes pass whose cost follows the change, not the
    * cluster; undefined when the source cannot tell (too far behind): the
-   * daemon lists then. Optional. Kube: the informer's journal of lease changes.
+   * daemon lists then. Optional. Kube: the informer's journal of lease
+   * changes; the stores: a list from memory compared with the last one.
    */
-  leaseChanges?(revision: string): LeaseDelta | undefined;
+  leaseChanges?(revision: string): LeaseDelta | undefined | Promise<LeaseDelta | undefined>;
   /** How often the source was listed again in full because its watch fell behind (kube: 410 Gone), for /metrics. */
   relists?(): number;
   /** Closes connections (the etcd client; kube: the informer). */

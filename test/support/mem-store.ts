@@ -2,7 +2,7 @@
 // lease keeper's unit tests: revisions, values compared byte for byte, keys
 // with or without an etcd lease (a flannel reservation), a watch that can
 // start at a revision, and knobs to make it slow, down or change under a call.
-import { decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken, LeaseAttrs, LeaseSubnets } from '../../src/flannel/lease';
+import { decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken, Lease, LeaseAttrs, LeaseSubnets } from '../../src/flannel/lease';
 import { LeaseList, StoreUnavailable } from '../../src/flannel/manager';
 import type { LeaseStore } from '../../src/flannel/store/store';
 
@@ -75,6 +75,17 @@ export class MemStore implements LeaseStore {
     this.config = text;
   }
 
+  /** Decoded leases by key, reused while the entry is the same: the real stores hand out one object per unchanged lease. */
+  private readonly decodedLeases = new Map<string, { entry: Entry; lease: Lease }>();
+
+  private decoded(key: string, entry: Entry, subnets: LeaseSubnets): Lease {
+    const known = this.decodedLeases.get(key);
+    if (known?.entry === entry) return known.lease;
+    const lease: Lease = { ...subnets, attrs: decodeAttrs(entry.raw), raw: entry.raw, ...(entry.lease === 0 ? { permanent: true } : {}) };
+    this.decodedLeases.set(key, { entry, lease });
+    return lease;
+  }
+
   async list(): Promise<LeaseList> {
     this.check('list');
     const out: LeaseList = { leases: [], bad: [], revision: String(this.revision) };
@@ -86,7 +97,7 @@ export class MemStore implements LeaseStore {
         continue;
       }
       try {
-        out.leases.push({ ...subnets, attrs: decodeAttrs(e.raw), raw: e.raw, ...(e.lease === 0 ? { permanent: true } : {}) });
+        out.leases.push(this.decoded(key, e, subnets));
       } catch (err) {
         out.bad.push({ key, why: (err as Error).message });
       }

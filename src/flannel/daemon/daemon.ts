@@ -298,7 +298,7 @@ export class Daemon {
   private async changesPass(why: string): Promise<SideState[] | undefined> {
     const backend = this.backend;
     if (!backend?.reconcileChanges || !this.manager.leaseChanges || this.leaseRevision === undefined || this.storeDown) return undefined;
-    const delta = this.manager.leaseChanges(this.leaseRevision);
+    const delta = await this.manager.leaseChanges(this.leaseRevision);
     if (!delta) return undefined;
     this.leaseRevision = delta.revision;
     for (const l of delta.removed) this.leaseSet.delete(l);

@@ -5,7 +5,7 @@
 import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
 import type { LeaseAttrs, LeaseSubnets } from '../lease';
 import { DEFAULT_RENEW_MARGIN_S, LeaseKeeper } from './lease-keeper';
-import type { HeldLease, LeaseHooks, LeaseList, SubnetManager, Unwatch } from '../manager';
+import type { HeldLease, LeaseDelta, LeaseHooks, LeaseList, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import type { LeaseStore } from './store';
 
@@ -21,6 +21,8 @@ export interface StoreManagerOptions {
 export class StoreManager implements SubnetManager {
   /** The list previousAttrs read, for acquireLease right after it: one range read of every lease fewer at a join. */
   private justListed?: LeaseList;
+  /** The last list handed out by listLeases: what leaseChanges compares a new list with. */
+  private lastListed?: LeaseList;
 
   constructor(
     private readonly store: LeaseStore,
@@ -66,8 +68,31 @@ export class StoreManager implements SubnetManager {
     return new LeaseKeeper(this.store, cfg, this.opts.leaseTtlS, this.opts.renewMarginS ?? DEFAULT_RENEW_MARGIN_S, attrs, acquired, hooks);
   }
 
-  listLeases(): Promise<LeaseList> {
-    return this.store.list();
+  async listLeases(): Promise<LeaseList> {
+    return (this.lastListed = await this.store.list());
+  }
+
+  /**
+   * The changes since the list of `revision`: a new list compared with that
+   * one by identity. The stores hand out the same Lease object for a lease
+   * that did not change (etcd's mirror, the file store's picture), so this
+   * costs a list from memory and a set lookup per lease, and the backend's
+   * changes pass costs only what changed. Undefined (the daemon lists) when
+   * `revision` is not the last list's or the store cannot be listed.
+   */
+  async leaseChanges(revision: string): Promise<LeaseDelta | undefined> {
+    const before = this.lastListed;
+    if (before?.revision !== revision) return undefined;
+    let now: LeaseList;
+    try {
+      now = await this.listLeases();
+    } catch {
+      return undefined; // the daemon's own list reports the trouble
+    }
+    if (now.revision === undefined) return undefined;
+    const gone = new Set(before.leases);
+    const added = now.leases.filter((l) => !gone.delete(l));
+    return { removed: [...gone], added, bad: now.bad, revision: now.revision };
   }
 
   watchLeases(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): Unwatch {

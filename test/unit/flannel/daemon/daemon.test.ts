@@ -13,6 +13,7 @@ import { Daemon, DaemonOptions } from '../../../../src/flannel/daemon/daemon';
 import { DaemonMetrics } from '../../../../src/flannel/daemon/metrics';
 import { Prefix } from '../../../../src/net/ip';
 import { StoreManager } from '../../../../src/flannel/store/store-manager';
+import { VxlanNetwork } from '../../../../src/flannel/backend/vxlan/network';
 import { FakeFirewall } from '../../../support/fake-firewall';
 import { FakeKernel, type FakeLink } from '../../../support/fake-kernel';
 import { MemStore } from '../../../support/mem-store';
@@ -330,6 +331,19 @@ describe('the daemon (in-memory store, model of the node)', () => {
     routes.splice(routes.findIndex((r) => r.dst === '10.88.2.0/24'), 1);
     await waitFor('the route put back', () => programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2'));
     expect(shows().some((c) => c.includes('route show dev flannel.1'))).toBe(true);
+  });
+
+  it('a store\'s change reaches the backend as a delta (the changed lease, old and new), not as the whole list', async () => {
+    for (let n = 2; n < 12; n++) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    await daemon().start();
+    const changes = vi.spyOn(VxlanNetwork.prototype, 'reconcileChanges');
+    const listed = vi.spyOn(VxlanNetwork.prototype, 'reconcile');
+    store.put('10.88.5.0-24', peerValue(5, '0a:00:00:00:05:55'), 600);
+    await waitFor('the new MAC', () => programmed(node, '10.88.5.0/24', '0a:00:00:00:05:55', '192.168.88.5'));
+    expect(listed).not.toHaveBeenCalled();
+    const delta = changes.mock.calls.at(-1)![0];
+    expect([delta.removed.map((l) => l.attrs.vtepMAC), delta.added.map((l) => l.attrs.vtepMAC)]).toEqual([[peerMac(5)], ['0a:00:00:00:05:55']]);
+    vi.restoreAllMocks();
   });
 
   it('a change seen during a full pass is applied right after that pass (by a changes pass), not at the next periodic one', async () => {

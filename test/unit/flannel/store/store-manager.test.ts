@@ -124,6 +124,31 @@ describe('the store manager', () => {
     );
   });
 
+  it('leaseChanges: a new list compared with the last by identity (a changed lease is both removed and added; unchanged ones are neither); undefined for another revision or a store that is down', async () => {
+    for (const n of [1, 2, 3]) store.put(`10.88.${n}.0-24`, encodeAttrs(attrsOf(n)), 600);
+    const m = manager();
+    const listed = await m.listLeases();
+    const byNet = (n: number) => listed.leases.find((l) => l.subnet!.toString() === `10.88.${n}.0/24`)!;
+    expect(await m.leaseChanges(listed.revision!)).toEqual({ removed: [], added: [], bad: [], revision: listed.revision });
+    store.put('10.88.2.0-24', encodeAttrs({ ...attrsOf(2), vtepMAC: '0a:00:00:00:00:22' }), 600); // changed
+    store.del('10.88.3.0-24'); // gone
+    store.put('10.88.4.0-24', encodeAttrs(attrsOf(4)), 600); // new
+    store.put('10.88.1.0-24', encodeAttrs(attrsOf(1)), 600); // written again, the same value: a new entry, so both
+    const d = (await m.leaseChanges(listed.revision!))!;
+    expect(d.removed).toEqual(expect.arrayContaining([byNet(1), byNet(2), byNet(3)]));
+    expect(d.removed).toHaveLength(3);
+    expect(d.added.map((l) => [l.subnet!.toString(), l.attrs.vtepMAC]).sort()).toEqual([
+      ['10.88.1.0/24', '0a:00:00:00:00:01'],
+      ['10.88.2.0/24', '0a:00:00:00:00:22'],
+      ['10.88.4.0/24', '0a:00:00:00:00:04'],
+    ]);
+    const again = (await m.leaseChanges(d.revision))!;
+    expect([again.removed, again.added]).toEqual([[], []]); // nothing since: the same objects
+    expect(await m.leaseChanges(listed.revision!)).toBeUndefined(); // not the last list's revision
+    store.down = true;
+    expect(await m.leaseChanges(again.revision)).toBeUndefined(); // the daemon's own list says what is wrong
+  });
+
   it('tidy: a store that cannot expire old leases says so', async () => {
     await manager().tidy(); // etcd expires keys itself: nothing to do
     Object.assign(store, {
