@@ -7,7 +7,8 @@
 //   node test/bench/cluster-scale.mjs     (root; SCALE_NODES=1000,5000 SCALE_REPEAT=5 SCALE_STORE=kube,kube-host-gw,etcd,file)
 //   SCALE_STORE=kube-host-gw: the Kubernetes part on the host-gw backend (no VtepMAC change)
 //   SCALE_STARTS=3: daemon starts (kube) whose median is "all peers programmed", beside the median of as many floors
-//   SCALE_LOG=/tmp/daemon.log: the daemon's log (stderr) is written there when it stops
+//   SCALE_LOG=/tmp/daemon.log: every daemon's log (stderr) is appended there when it stops (the stores' runs
+//   without their per-entry lines)
 //   SCALE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": node flags for the daemon (profiles, V8 heap flags)
 //
 // Per N, medians over SCALE_REPEAT rounds where it makes sense:
@@ -28,9 +29,8 @@
 // peers programmed, one lease changed, one periodic full pass; once per
 // network family, SCALE_FAMILIES=ipv4,ipv6,dual by default (IPv4, IPv6 only:
 // fd80::/48 in /64s, dual stack: both; the Kubernetes bench is IPv4 only).
-// SCALE_LOG=1 prints each store run's daemon log (without its per-entry lines).
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -155,7 +155,7 @@ function startDaemon(dir, args) {
   const stop = async () => {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
-    if (process.env.SCALE_LOG) writeFileSync(process.env.SCALE_LOG, stderr);
+    if (process.env.SCALE_LOG) appendFileSync(process.env.SCALE_LOG, stderr);
   };
   return { child, pid: child.pid, log: () => stderr, stop };
 }
@@ -469,7 +469,7 @@ async function benchStore(store, fam, n, dir, { seed, args, put }) {
     throw err;
   } finally {
     await d?.stop();
-    if (process.env.SCALE_LOG) console.error(d?.log().split('\n').filter((l) => !/: (neigh|fdb|route) /.test(l)).join('\n'));
+    if (process.env.SCALE_LOG) appendFileSync(process.env.SCALE_LOG, `${d?.log().split('\n').filter((l) => !/: (neigh|fdb|route) /.test(l)).join('\n')}\n`);
   }
   return out;
 }
