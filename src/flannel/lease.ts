@@ -62,6 +62,13 @@ export function leaseKey(s: LeaseSubnets): string {
   return parts.join('&');
 }
 
+/** Whether two leases hold the same subnets (leaseKey's equality, without writing the keys: a scan of thousands of leases). */
+export function sameSubnets(a: LeaseSubnets, b: LeaseSubnets): boolean {
+  return samePrefix(a.subnet, b.subnet) && samePrefix(a.ipv6Subnet, b.ipv6Subnet);
+}
+
+const samePrefix = (a: Prefix | undefined, b: Prefix | undefined) => a === b || (!!a && !!b && a.length === b.length && a.address.equals(b.address));
+
 /** For log lines: `10.244.1.0/24`, `10.244.1.0/24 + fd00:10:244:1::/64`. */
 export function describeSubnets(s: LeaseSubnets): string {
   return [s.subnet, s.ipv6Subnet].filter(Boolean).join(' + ');

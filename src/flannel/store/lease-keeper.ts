@@ -16,7 +16,7 @@
 import type { Prefix } from '../../net/ip';
 import { Serial } from '../../util/serial';
 import { Acquired, identity } from './acquire';
-import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, leaseKey } from '../lease';
+import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, encodeAttrs, sameSubnets } from '../lease';
 import { Reporter } from '../log';
 import type { HeldLease, LeaseHooks, LeaseList } from '../manager';
 import type { NetworkConfig } from '../netconfig';
@@ -113,8 +113,7 @@ export class LeaseKeeper implements HeldLease {
 
   /** Our lease must still be ours: written again if it vanished (deleted by hand, expired while the store was down) or changed. */
   async check(leases: readonly Lease[]): Promise<boolean> {
-    const key = leaseKey(this.subnets);
-    const ours = leases.find((l) => leaseKey(l) === key);
+    const ours = leases.find((l) => sameSubnets(l, this.subnets));
     const mine = encodeAttrs(this.attrs);
     if (ours && encodeAttrs(ours.attrs) === mine) {
       // ours, whatever its spelling: the next renewal is guarded by the value as stored

@@ -5,7 +5,7 @@ import { Prefix } from '../../../src/net/ip';
 import { formatSubnetEnv, parseSubnetEnv, requireComplete } from '../../../src/flannel/subnet-env';
 import { ConfigError, formatNetworkConfig, parseNetworkConfig, poolSize } from '../../../src/flannel/netconfig';
 import { IP } from '../../../src/net/ip';
-import { decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, subnetKey } from '../../../src/flannel/lease';
+import { decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, sameSubnets, subnetKey } from '../../../src/flannel/lease';
 
 describe('subnet.env', () => {
   const text = 'FLANNEL_NETWORK=10.88.0.0/16\nFLANNEL_SUBNET=10.88.5.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n';
@@ -251,6 +251,10 @@ describe('IPv6 lease schema (flannel\'s LeaseAttrs: PublicIPv6, BackendV6Data; s
     ['{"PublicIP":"0.0.0.0","BackendType":"vxlan"}', /"PublicIP"/],
     ['{"PublicIPv6":"fd88::9","BackendType":"vxlan","BackendV6Data":{"VNI":1,"VtepMAC":"nope"}}', /"BackendV6Data.VtepMAC" must be a MAC/],
   ])('rejects %s', (text, msg) => expect(() => decodeAttrs(text)).toThrow(msg));
+  it('sameSubnets is leaseKey\'s equality (both families, their presence, the prefix length)', () => {
+    const keys = ['10.88.5.0-24', '10.88.5.0-25', '10.88.6.0-24', 'fd88:0:0:5::-64', 'fd88:0:0:5::-65', '10.88.5.0-24&fd88:0:0:5::-64', '10.88.5.0-24&fd88:0:0:6::-64'];
+    for (const a of keys) for (const b of keys) expect(sameSubnets(parseLeaseKey(a)!, parseLeaseKey(b)!), `${a} ${b}`).toBe(a === b);
+  });
   it('keys: flannel\'s MakeSubnetKey (IPv4 "&" IPv6 for dual stack, the IPv6 subnet alone for IPv6 only)', () => {
     const subnet = Prefix.parse('10.88.5.0/24')!;
     const ipv6Subnet = Prefix.parse('fd88:0:0:5::/64')!;
