@@ -17,7 +17,7 @@ import { isUnicastMac } from '../../../net/mac';
 
 export interface Peer {
   subnet: Prefix;
-  /** `subnet` as text, when known (desiredPeers sets it): planChanges keys peers by it. */
+  /** `subnet` as text, when known (desiredPeers sets it): the peer index keys peers by it. */
   key?: string;
   /** The peer's VTEP address: its subnet's network address. */
   vtepIP: string;
@@ -271,7 +271,7 @@ function firstBy<T>(items: readonly T[], key: (item: T) => string | undefined): 
 /**
  * What the kernel holds once a plan for `peers` has been applied in full:
  * planning against it (instead of a fresh readActual) gives only the
- * commands a change of the peers needs (planChanges). Cheap: no exec, no
+ * commands a change of the peers needs (a changes pass). Cheap: no exec, no
  * parsing of the kernel's lists.
  */
 export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = []): Actual {
@@ -287,47 +287,6 @@ export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = [
     actual.routes.push({ dst, gateway: p.vtepIP, flags: ['onlink'] });
   }
   return actual;
-}
-
-/** Peer lists indexed by subnet, kept while the list lives: this pass's `after` is the next one's `before`. */
-const indexes = new WeakMap<readonly Peer[], Map<string, Peer>>();
-function bySubnet(peers: readonly Peer[]): Map<string, Peer> {
-  let m = indexes.get(peers);
-  if (!m) {
-    m = new Map();
-    for (const p of peers) m.set(p.key ?? p.subnet.toString(), p);
-    indexes.set(peers, m);
-  }
-  return m;
-}
-
-const samePeer = (a: Peer, b: Peer) => a.mac === b.mac && a.publicIP === b.publicIP && a.vtepIP === b.vtepIP;
-
-/**
- * The commands that take the peers from `before` (as programmed by an
- * earlier plan that was applied in full) to `after`, without reading the
- * kernel: what a change seen by the watch needs. Only the peers that changed
- * are planned, with those sharing a VTEP MAC with them (their FDB entry is
- * one): the cost follows the change, not the cluster (beyond indexing the
- * two lists by key). Drift (entries removed by hand) is left to the periodic
- * full pass (planPeers on readActual).
- */
-export function planChanges(before: readonly Peer[], after: readonly Peer[], dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
-  const was = bySubnet(before);
-  const now = bySubnet(after);
-  const changed = new Set<string>();
-  for (const [key, p] of now) {
-    const q = was.get(key);
-    if (!q || !samePeer(p, q)) changed.add(key);
-  }
-  for (const key of was.keys()) if (!now.has(key)) changed.add(key);
-  // peers sharing a MAC with a changed one: the FDB entry is theirs too
-  const macs = new Set<string>();
-  for (const key of changed) for (const p of [was.get(key), now.get(key)]) if (p) macs.add(p.mac);
-  const involved = new Set(changed);
-  for (const m of [was, now]) for (const [key, p] of m) if (macs.has(p.mac)) involved.add(key);
-  const pick = (m: Map<string, Peer>) => [...involved].map((k) => m.get(k)).filter((p): p is Peer => !!p);
-  return planPeers(pick(now), programmed(pick(was), direct), dev, network, direct);
 }
 
 /**
