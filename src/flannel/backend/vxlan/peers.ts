@@ -122,9 +122,15 @@ export function desiredPeers(leases: readonly Lease[], self: Self, network: Pref
   return { peers, skipped };
 }
 
+/** How many of the other leases a MAC conflict names: a MAC copied onto thousands of nodes must not make each line name them all. */
+const NAMED_OTHERS = 3;
+
 /** Why a lease whose VTEP MAC others advertise for another PublicIP is skipped. */
-export const macConflict = (lease: Lease, mac: string, others: readonly Lease[], data: string) =>
-  `lease ${describeSubnets(lease)}: ${data}.VtepMAC ${mac} is also advertised by ${others.map((o) => `lease ${describeSubnets(o)}`).join(', ')}: neither is programmed`;
+export const macConflict = (lease: Lease, mac: string, others: readonly Lease[], data: string) => {
+  const named = others.slice(0, NAMED_OTHERS).map((o) => `lease ${describeSubnets(o)}`).join(', ');
+  const more = others.length > NAMED_OTHERS ? ` and ${others.length - NAMED_OTHERS} more` : '';
+  return `lease ${describeSubnets(lease)}: ${data}.VtepMAC ${mac} is also advertised by ${named}${more}: neither is programmed`;
+};
 
 /** Our own lease, in a verdict. */
 export const OURS = 0;

@@ -47,6 +47,14 @@ describe('VTEP MACs that would hijack traffic', () => {
     expect(peers.map((p) => p.subnet.toString())).toEqual(['10.88.2.0/24']);
     expect(skipped).toEqual(['lease 10.88.9.0/24: BackendData.VtepMAC 0a:00:00:00:00:01 is this node\'s own VTEP MAC']);
   });
+  it('a MAC copied onto many nodes: each skipped lease names three of the others and counts the rest (lines stay short)', () => {
+    const copies = Array.from({ length: 200 }, (_, i) => lease(`10.88.${i + 10}.0/24`, `192.168.89.${i + 1}`, '0a:00:00:00:00:77'));
+    const { peers, skipped } = desiredPeers([A, ...copies], selfMac, net);
+    expect(peers.map((p) => p.subnet.toString())).toEqual(['10.88.2.0/24']);
+    expect(skipped).toHaveLength(200);
+    expect(skipped[0]).toBe('lease 10.88.10.0/24: BackendData.VtepMAC 0a:00:00:00:00:77 is also advertised by lease 10.88.11.0/24, lease 10.88.12.0/24, lease 10.88.13.0/24 and 196 more: neither is programmed');
+    expect(Math.max(...skipped.map((l) => l.length))).toBeLessThan(200);
+  });
   it('two leases with one MAC for different nodes: neither is programmed (which one is real cannot be told)', () => {
     const thief = lease('10.88.9.0/24', '192.168.88.9', A.attrs.vtepMAC!);
     const { peers, skipped } = desiredPeers([A, B, thief], selfMac, net);
