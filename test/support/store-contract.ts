@@ -69,7 +69,6 @@ export function leaseStoreContract(name: string, make: StoreFactory, opts: { wat
     });
 
     it('a renewal without a TTL makes the lease a reservation (permanent), and the next one keeps it so', async () => {
-      // (only renew takes ttlS 0: the daemon creates leases with its --lease-ttl, and EtcdStore.create always grants an etcd lease)
       expect(await store.create(A, attrs(1), 60)).toBe(true);
       expect((await listed())[0].permanent).toBe(false);
       const [lease] = (await store.list()).leases;
@@ -78,6 +77,11 @@ export function leaseStoreContract(name: string, make: StoreFactory, opts: { wat
       const [reservation] = (await store.list()).leases;
       expect(await store.renew(A, attrs(1), 0, reservation.raw)).toBe(true);
       expect((await listed())[0].permanent).toBe(true);
+    });
+
+    it('create without a TTL writes a reservation (permanent), as flannel keeps them', async () => {
+      expect(await store.create(A, attrs(1), 0)).toBe(true);
+      expect(await listed()).toEqual([{ subnet: '10.88.3.0/24', ipv6: undefined, ip: '192.168.88.1', permanent: true }]);
     });
 
     it('renew is guarded by the value last seen: another node\'s data there now makes it fail and stay', async () => {

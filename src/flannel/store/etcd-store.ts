@@ -205,7 +205,8 @@ export class EtcdStore implements LeaseStore {
     const { leases, revision } = chosenFrom?.revision !== undefined ? { leases: chosenFrom.leases, revision: chosenFrom.revision } : await this.listAt();
     if ([subnets.subnet, subnets.ipv6Subnet].some((s) => s && taken(s, leases))) return false;
     return this.call(() => this.exclusive(async () => {
-      const id = await this.grant(ttlS);
+      // ttlS 0: a reservation, as renew writes it (attached to no etcd lease)
+      const id = ttlS > 0 ? await this.grant(ttlS) : undefined;
       const key = this.key(subnets);
       const rangeStart = Buffer.from(`${this.prefix}/subnets/`);
       const rangeEnd = Buffer.from(`${this.prefix}/subnets0`); // '/' + 1: every key under subnets/
@@ -214,14 +215,14 @@ export class EtcdStore implements LeaseStore {
           { key: Buffer.from(key), target: 'Create', result: 'Equal', create_revision: 0 },
           { key: rangeStart, range_end: rangeEnd, target: 'Mod', result: 'Less', mod_revision: (BigInt(revision) + 1n).toString() },
         ],
-        success: [{ request_put: { key: Buffer.from(key), value: Buffer.from(encodeAttrs(attrs)), lease: id } }],
+        success: [{ request_put: { key: Buffer.from(key), value: Buffer.from(encodeAttrs(attrs)), ...(id !== undefined ? { lease: id } : {}) } }],
       });
       if (!res.succeeded) {
         await this.revoke(id);
         return false;
       }
       this.mirror.wrote(res.header?.revision);
-      this.held.set(key, id);
+      if (id !== undefined) this.held.set(key, id);
       return true;
     }));
   }
