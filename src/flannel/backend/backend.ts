@@ -57,6 +57,20 @@ export interface SideState {
 }
 
 /**
+ * What a changes pass leaves programmed: `before` (what the last pass
+ * programmed, by key) with each re-judged key set to what the index now
+ * wants there, or removed. Changes `before` in place and returns it.
+ */
+export function programmedAfterChanges<P>(before: Map<string, P>, keys: Iterable<string>, wanted: (key: string) => P | undefined): Map<string, P> {
+  for (const k of keys) {
+    const p = wanted(k);
+    if (p) before.set(k, p);
+    else before.delete(k);
+  }
+  return before;
+}
+
+/**
  * Records on `state` what the kernel refused of a plan: `subjects[i]` is the
  * peer subnet change i was for, or undefined for the removal of a stale entry.
  */

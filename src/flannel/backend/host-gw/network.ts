@@ -8,7 +8,7 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import { familiesOf, leasedSubnet, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { familiesOf, leasedSubnet, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
 
@@ -147,15 +147,7 @@ export class HostGwNetwork implements Backend {
         if (before) this.resync(`IPv${f.family} routes: some changes were refused`);
         throw err;
       }
-      let now: Map<string, RoutePeer>;
-      if (before) {
-        for (const k of keys!) {
-          const p = index.wanted(k);
-          if (p) before.set(k, p);
-          else before.delete(k);
-        }
-        now = before;
-      } else now = new Map(peers.map((p) => [p.subnet.toString(), p]));
+      const now = before ? programmedAfterChanges(before, keys!, (k) => index.wanted(k)) : new Map(peers.map((p) => [p.subnet.toString(), p]));
       this.programmed.set(f.family, now);
       state.wanted = now.size;
       this.problems.clear(key, `IPv${f.family}: every peer is routed again`);

@@ -8,7 +8,7 @@ import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import { recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { Peer, PlanError, applyPlan, planPeers, programmed, readActual } from './peers';
 import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
@@ -198,15 +198,7 @@ export class VxlanNetwork implements Backend {
           throw err;
         }
       }
-      let now: Map<string, Peer>;
-      if (before) {
-        for (const k of keys!) {
-          const p = index.wanted(k);
-          if (p) before.set(k, p);
-          else before.delete(k);
-        }
-        now = before;
-      } else now = new Map(peers.map((p) => [p.key ?? p.subnet.toString(), p]));
+      const now = before ? programmedAfterChanges(before, keys!, (k) => index.wanted(k)) : new Map(peers.map((p) => [p.key ?? p.subnet.toString(), p]));
       this.programmed.set(name, now);
       state.wanted = now.size;
       this.metrics?.peers(s.family, now.size);
