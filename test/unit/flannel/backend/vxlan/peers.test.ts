@@ -337,3 +337,75 @@ describe('IPv6 peers on flannel-v6.<VNI>', () => {
     expect(plan.ipLast).toEqual([]);
   });
 });
+
+describe('planning a part of the peers (keepUnasked: start-up, the list still being read)', () => {
+  const part = { keepUnasked: true };
+  // what the kernel has for a peer of a part not read yet
+  const ofC = (): Actual => ({
+    neigh: [{ dst: '10.88.77.0', lladdr: '0a:00:00:00:00:77', state: ['PERMANENT'] }],
+    fdb: [{ mac: '0a:00:00:00:00:77', dst: '192.168.88.77', state: 'permanent' }],
+    routes: [{ dst: '10.88.77.0/24', gateway: '10.88.77.0', flags: ['onlink'] }],
+  });
+
+  it('entries no peer of the part asks for stay; the part\'s missing peer is added; a correct one gives no line', () => {
+    const actual: Actual = { neigh: [...programmed().neigh, ...ofC().neigh], fdb: [...programmed().fdb, ...ofC().fdb], routes: [...programmed().routes, ...ofC().routes] };
+    expect(planPeers(desiredPeers([A, B], self, net).peers, actual, 'flannel.1', net).changes.filter((c) => c.includes('removed'))).toHaveLength(3); // without: C's go
+    const plan = planPeers(desiredPeers([A, B], self, net).peers, actual, 'flannel.1', net, [], part);
+    expect(plan.changes).toEqual([
+      'neigh 10.88.3.0 → 0a:00:00:00:00:03: added',
+      'fdb 0a:00:00:00:00:03 → 192.168.88.3: added',
+      'route 10.88.3.0/24 via 10.88.3.0: added',
+    ]);
+    expect(plan.subjects).toEqual(['10.88.3.0/24', '10.88.3.0/24', '10.88.3.0/24']);
+  });
+
+  it('a peer of the part that drifted is put right, its extra FDB remote included; the unasked entries beside it stay', () => {
+    const actual: Actual = {
+      neigh: [{ dst: '10.88.2.0', lladdr: '0a:00:00:00:00:99', state: ['PERMANENT'] }, ...ofC().neigh],
+      fdb: [
+        { mac: '0a:00:00:00:00:02', dst: '192.168.88.2', state: 'permanent' },
+        { mac: '0a:00:00:00:00:02', dst: '192.168.88.50', state: 'permanent' },
+        ...ofC().fdb,
+      ],
+      routes: [{ dst: '10.88.2.0/24', gateway: '10.88.9.9', flags: ['onlink'] }, ...ofC().routes, { dst: '10.77.5.0/24', gateway: '10.77.5.0', flags: ['onlink'] }],
+    };
+    const plan = planPeers(desiredPeers([A], self, net).peers, actual, 'flannel.1', net, [], part);
+    expect(plan.ipFirst).toEqual([['neigh', 'replace', '10.88.2.0', 'lladdr', '0a:00:00:00:00:02', 'dev', 'flannel.1', 'nud', 'permanent']]);
+    expect(plan.bridge).toEqual([
+      ['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self'],
+      ['fdb', 'del', '0a:00:00:00:00:02', 'dst', '192.168.88.50', 'dev', 'flannel.1', 'self'],
+      ['fdb', 'replace', '0a:00:00:00:00:02', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent'],
+    ]);
+    expect(plan.ipLast).toEqual([['route', 'replace', '10.88.2.0/24', 'via', '10.88.2.0', 'dev', 'flannel.1', 'onlink']]);
+  });
+
+  it('a peer whose MAC changed gets its new neighbour and FDB entry; the old MAC\'s entry, asked for by no peer of the part, stays', () => {
+    const moved = lease('10.88.2.0/24', '192.168.88.2', '0a:00:00:00:00:99');
+    const plan = planPeers(desiredPeers([moved], self, net).peers, programmed(), 'flannel.1', net, [], part);
+    expect(plan.ipFirst).toEqual([['neigh', 'replace', '10.88.2.0', 'lladdr', '0a:00:00:00:00:99', 'dev', 'flannel.1', 'nud', 'permanent']]);
+    expect(plan.bridge).toEqual([['fdb', 'replace', '0a:00:00:00:00:99', 'dst', '192.168.88.2', 'dev', 'flannel.1', 'self', 'permanent']]);
+    expect(plan.ipLast).toEqual([]);
+  });
+
+  it('DirectRouting: another peer\'s direct route stays; a peer of the part via another gateway, or gone direct, is put right', () => {
+    const underlay = [P('192.168.88.0/24')];
+    const moved = lease('10.88.2.0/24', '192.168.88.7', A.attrs.vtepMAC!);
+    const actual: Actual = {
+      ...ofC(),
+      direct: [
+        { dst: '10.88.2.0/24', gateway: '192.168.88.2', dev: 'eth0' },
+        { dst: '10.88.9.0/24', gateway: '192.168.88.9', dev: 'eth0' },
+      ],
+    };
+    const plan = planPeers(desiredPeers([moved], self, net).peers, actual, 'flannel.1', net, underlay, part);
+    expect(plan.ipFirst).toEqual([['route', 'del', '10.88.2.0/24', 'via', '192.168.88.2', 'dev', 'eth0']]);
+    expect(plan.bridge).toEqual([]);
+    expect(plan.ipLast).toEqual([['route', 'replace', '10.88.2.0/24', 'via', '192.168.88.7']]);
+    // C went direct: its VTEP route, FDB entry and neighbour are its own, and go
+    const nowDirect = lease('10.88.77.0/24', '192.168.88.77', '0a:00:00:00:00:77');
+    const toDirect = planPeers(desiredPeers([nowDirect], self, net).peers, { ...ofC(), direct: [] }, 'flannel.1', net, underlay, part);
+    expect(toDirect.ipFirst).toEqual([['route', 'del', '10.88.77.0/24', 'dev', 'flannel.1']]);
+    expect(toDirect.bridge).toEqual([['fdb', 'del', '0a:00:00:00:00:77', 'dst', '192.168.88.77', 'dev', 'flannel.1', 'self']]);
+    expect(toDirect.ipLast).toEqual([['route', 'replace', '10.88.77.0/24', 'via', '192.168.88.77'], ['neigh', 'del', '10.88.77.0', 'dev', 'flannel.1']]);
+  });
+});
