@@ -44,16 +44,16 @@ export function desiredRoutes(leases: readonly Lease[], self: RouteSelf, network
 export function routeVerdict(l: Lease, self: RouteSelf, network: Prefix, selfKey = self.subnet.toString()): RoutePeer | string | undefined {
   const family = network.family;
   const field = family === 4 ? 'PublicIP' : 'PublicIPv6';
-  const what = `lease ${describeSubnets(l)}`;
+  const what = () => `lease ${describeSubnets(l)}`; // only for a lease skipped: thousands are not
   const subnet = subnetOf(l, family);
   if (subnet && subnet.toString() === selfKey) return undefined;
-  if (l.attrs.backendType !== 'host-gw') return `${what}: backend ${JSON.stringify(l.attrs.backendType)} is not host-gw`;
-  if (!subnet) return `${what}: no IPv${family} subnet (its node is not reachable over IPv${family})`;
+  if (l.attrs.backendType !== 'host-gw') return `${what()}: backend ${JSON.stringify(l.attrs.backendType)} is not host-gw`;
+  if (!subnet) return `${what()}: no IPv${family} subnet (its node is not reachable over IPv${family})`;
   const publicIP = family === 4 ? l.attrs.publicIP : l.attrs.publicIPv6;
-  if (!publicIP) return `${what}: no ${field}`;
-  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what}: ${field} ${publicIP} is this node's (a stale lease of ours?)`;
-  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what}: outside the network ${network}`;
-  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what}: overlaps this node's subnet ${self.subnet}`;
+  if (!publicIP) return `${what()}: no ${field}`;
+  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what()}: ${field} ${publicIP} is this node's (a stale lease of ours?)`;
+  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what()}: outside the network ${network}`;
+  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what()}: overlaps this node's subnet ${self.subnet}`;
   return { subnet, gateway: publicIP.toString(), ...(l.node ? { node: l.node } : {}) };
 }
 

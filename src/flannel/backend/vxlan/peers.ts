@@ -151,20 +151,20 @@ export function verdict(l: Lease, self: Self, network: Prefix, selfKey: string):
   const subnet = subnetOf(l, network.family);
   const key = subnet?.toString();
   if (key === selfKey) return OURS;
-  const what = `lease ${describeSubnets(l)}`;
-  if (l.attrs.backendType !== 'vxlan') return `${what}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`;
-  if (!subnet || !key) return `${what}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`;
+  const what = () => `lease ${describeSubnets(l)}`; // only for a lease skipped: thousands are not
+  if (l.attrs.backendType !== 'vxlan') return `${what()}: backend ${JSON.stringify(l.attrs.backendType)} is not vxlan`;
+  if (!subnet || !key) return `${what()}: no IPv${network.family} subnet (its node is not reachable over IPv${network.family})`;
   const mac = (v6 ? l.attrs.v6VtepMAC : l.attrs.vtepMAC)?.toLowerCase();
   const vni = v6 ? l.attrs.v6Vni : l.attrs.vni;
   const publicIP = v6 ? l.attrs.publicIPv6 : l.attrs.publicIP;
-  if (!mac) return `${what}: no ${data}.VtepMAC`;
-  if (vni !== undefined && vni !== self.vni) return `${what}: ${data}.VNI ${vni} is not ours (${self.vni})`;
-  if (!publicIP) return `${what}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`;
-  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`;
-  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what}: outside the network ${network}`;
-  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what}: overlaps this node's subnet ${self.subnet}`;
-  if (!isUnicastMac(mac)) return `${what}: ${data}.VtepMAC ${mac} is not a unicast MAC`;
-  if (self.mac && mac === self.mac.toLowerCase()) return `${what}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`;
+  if (!mac) return `${what()}: no ${data}.VtepMAC`;
+  if (vni !== undefined && vni !== self.vni) return `${what()}: ${data}.VNI ${vni} is not ours (${self.vni})`;
+  if (!publicIP) return `${what()}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`;
+  if (self.publicIP && publicIP.equals(self.publicIP)) return `${what()}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`;
+  if (!network.contains(subnet.network) || subnet.length < network.length) return `${what()}: outside the network ${network}`;
+  if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what()}: overlaps this node's subnet ${self.subnet}`;
+  if (!isUnicastMac(mac)) return `${what()}: ${data}.VtepMAC ${mac} is not a unicast MAC`;
+  if (self.mac && mac === self.mac.toLowerCase()) return `${what()}: ${data}.VtepMAC ${mac} is this node's own VTEP MAC`;
   return { subnet, key, vtepIP: subnet.network.toString(), mac, publicIP: publicIP.toString() };
 }
 
