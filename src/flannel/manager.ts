@@ -32,22 +32,6 @@ export interface LeaseList {
    * change made after this list is missed, however late the watch starts.
    */
   revision?: string;
-  /**
-   * Kube only: the first list was still being read (it comes in pages, and
-   * our Node can be known before the rest): the peers it has may be
-   * programmed, but nothing may be removed for not being in it. The rest
-   * comes through nextPart().
-   */
-  partial?: boolean;
-}
-
-/** What nextPart() read of the first list after a revision. */
-export interface ListPart {
-  /** The leases read since (a Node listed twice, after a restarted list, may come again). */
-  added: Lease[];
-  revision: string;
-  /** The list is whole: listLeases() answers from now on. */
-  whole: boolean;
 }
 
 /**
@@ -97,8 +81,7 @@ export interface HeldLease extends LeaseSubnets {
    * The list the lease was obtained from: the first picture of the peers (if
    * the source stops answering right after, the overlay is programmed from it,
    * not emptied) and the revision the watch starts from. Kube: the Nodes the
-   * informer had read when our Node got its podCIDR, `partial` when that was
-   * before the first list's last page.
+   * informer had synced when our Node got its podCIDR.
    */
   readonly listed: LeaseList;
   /**
@@ -208,13 +191,6 @@ export interface SubnetManager {
    * changes; the stores: a list from memory compared with the last one.
    */
   leaseChanges?(revision: string): LeaseDelta | undefined | Promise<LeaseDelta | undefined>;
-  /**
-   * While the first list is being read (a `partial` LeaseList): resolves
-   * when more of it is in, with the leases read after `revision` (the
-   * partial list's, then each part's). Optional: the stores list at once.
-   * Kube: the informer's pages.
-   */
-  nextPart?(revision: string): Promise<ListPart>;
   /** How often the source was listed again in full because its watch fell behind (kube: 410 Gone), for /metrics. */
   relists?(): number;
   /** Closes connections (the etcd client; kube: the informer). */

@@ -125,12 +125,6 @@ export interface KubeApiHooks {
   bumpResourceVersion(count?: number): Promise<string>;
   /** The next `times` list requests with a continue token get 410 Expired (their snapshot "compacted"). */
   expireContinueTokens(times?: number): Promise<void>;
-  /**
-   * `true`: list requests with a continue token are held, unanswered, until
-   * called with `false` (a slow list of thousands of Nodes, made slow on
-   * purpose: what a client does before the last page can be tested).
-   */
-  holdContinuedLists(hold: boolean): Promise<void>;
   /** Replaces the users (token rotation). */
   setUsers(users: KubeUser[]): Promise<void>;
   requests(): Promise<RequestRecord[]>;
@@ -140,7 +134,7 @@ export interface KubeApiHooks {
 
 export const HOOK_NAMES: readonly (keyof KubeApiHooks)[] = [
   'createPod', 'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
-  'sendBookmarks', 'bumpResourceVersion', 'expireContinueTokens', 'holdContinuedLists', 'setUsers', 'requests', 'clearRequests', 'openWatches',
+  'sendBookmarks', 'bumpResourceVersion', 'expireContinueTokens', 'setUsers', 'requests', 'clearRequests', 'openWatches',
 ];
 
 /** An API error: answered as a Status object. */
@@ -357,8 +351,6 @@ export class KubeApiServer implements KubeApiHooks {
   private gonePending = 0;
   /** How many of the next lists with a continue token get 410 Expired (expireContinueTokens). */
   private continueExpiries = 0;
-  /** While set (holdContinuedLists), lists with a continue token wait for it to settle. */
-  private listHold?: { released: Promise<void>; release: () => void };
   /** Client addresses whose next watch from a resourceVersion gets 410 (forceGone's `from`). */
   private readonly goneFor = new Set<string>();
   private users: KubeUser[];
@@ -438,16 +430,6 @@ export class KubeApiServer implements KubeApiHooks {
   }
   async expireContinueTokens(times = 1): Promise<void> {
     this.continueExpiries = times;
-  }
-  async holdContinuedLists(hold: boolean): Promise<void> {
-    if (hold && !this.listHold) {
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      this.listHold = { released, release };
-    } else if (!hold && this.listHold) {
-      this.listHold.release();
-      this.listHold = undefined;
-    }
   }
   async dropWatches(): Promise<number> {
     const n = this.watches.size;
@@ -694,7 +676,6 @@ export class KubeApiServer implements KubeApiHooks {
         this.authorize(user, watch ? 'watch' : 'list', 'nodes');
         const selector = { labels: parseLabelSelector(q.get('labelSelector') ?? undefined), fields: parseFieldSelector(q.get('fieldSelector') ?? undefined) };
         if (watch) return this.watch(req, res, q, selector);
-        if (q.get('continue')) await this.listHold?.released;
         const { items, metadata } = this.listPage(q, selector);
         if (wantsTable(req)) return send(res, 200, { ...table(items, undefined), metadata });
         // stored Nodes are never changed in place (a write stores a new object): each is serialized once

@@ -141,17 +141,6 @@ export interface Backend {
    * programmed in full yet): the daemon calls reconcile() then. Optional.
    */
   reconcileChanges?(changes: LeaseChanges, why: string): Promise<SideState[] | undefined>;
-  /**
-   * Start-up, while the first list of leases is still being read (Kubernetes lists in pages): the
-   * peers `leases` ask for (a part of the list) put in place, and nothing removed, since leases
-   * not read yet may ask for what the kernel has. The kernel is read once, at the first call, and
-   * each call plans against that reading; the full pass that follows once the list is whole
-   * compares with the kernel again and removes what no lease asks for. Call it after setUp(), one
-   * call at a time, before the first full reconcile(); a device missing or down is skipped.
-   * Resolves with the number of changes made; never throws (what failed is left to that full
-   * pass). Optional.
-   */
-  programEarly?(leases: readonly Lease[], why: string): Promise<number>;
   /** The last pass programmed every peer (/metrics counts a pass as ok). */
   programmedInFull(): boolean;
   /** The node leaves (--release-on-exit): its devices and peer routes go. */

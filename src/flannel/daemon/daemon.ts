@@ -17,7 +17,7 @@ import { readIfExists, removeFile } from '../../util/fs';
 import { readSysctl, writeSysctl } from '../../iproute/sysctl';
 import { Lease, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter, printable } from '../log';
-import { HeldLease, LeaseList, ListPart, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
+import { HeldLease, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { describeNetwork } from '../netconfig';
 import { ReconcileLoop } from '../../util/reconcile-loop';
 import { subnetEnvOf, type Backend, type LeasedFamily } from '../backend/backend';
@@ -188,8 +188,6 @@ export class Daemon {
     this.checkStopped();
     await backend.removeStale();
     this.checkStopped();
-    const listed = lease.listed.partial ? await this.programWhileListing(lease.listed) : lease.listed;
-    this.useList(listed);
     // Watch from the list the lease was obtained from, before the first reconcile lists
     // again: a change made at any moment since then is reported (etcd replays it from
     // that revision; the file store compares with that list's signature), none falls
@@ -200,40 +198,13 @@ export class Daemon {
         this.metrics?.watchError();
         this.watchTroubles.report(err.message, `watch: ${err.message}`);
       },
-      listed.revision,
+      lease.listed.revision,
     );
     await this.loop.run('start'); // peers first: subnet.env (node ready for pods) is written after them
     this.loop.startPeriodic();
     this.running = !this.stopped;
     const problem = overlayProblem(this.overlay);
     this.log(`running: ${describePeers(this.overlay)}; reconciling every ${o.reconcileMs / 1000} s${problem ? `; not ready: ${problem}, retrying on each reconcile` : ''}`);
-  }
-
-  /**
-   * Start-up while the source's first list is still being read (Kubernetes
-   * reads thousands of Nodes in pages, and our Node may come before the
-   * rest): the peers read so far are programmed, then those of each part as
-   * it comes, so that the kernel works while the list is read. Nothing is
-   * removed: a peer not read yet may own what the kernel has; the full pass
-   * after, from the whole list, removes what no lease asks for. Resolves
-   * with the whole list.
-   */
-  private async programWhileListing(first: LeaseList): Promise<LeaseList> {
-    const { manager, backend } = this;
-    let part: ListPart | undefined = { added: first.leases, revision: first.revision ?? '', whole: !manager.nextPart };
-    let changes = 0;
-    let parts = 0;
-    for (;;) {
-      if (part.added.length && backend?.programEarly) {
-        changes += await backend.programEarly(part.added, 'start, while listing');
-        parts++;
-      }
-      if (part.whole) break;
-      part = await Promise.race([manager.nextPart!(part.revision), this.stopSignal.then(() => undefined)]);
-      if (!part) throw new Error('stopped while starting');
-    }
-    if (parts) this.log(`${changes} changes for the peers while the leases were listed, in ${parts} part${parts > 1 ? 's' : ''}`);
-    return this.retry('list the leases', () => manager.listLeases());
   }
 
   private get leases(): readonly Lease[] {

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { IP, Prefix } from '../../net/ip';
 import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, leaseKey } from '../lease';
 import { Log, Reporter } from '../log';
-import { HeldLease, LeaseDelta, LeaseHooks, LeaseList, ListPart, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
+import { HeldLease, LeaseDelta, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
@@ -118,11 +118,6 @@ export class KubeManager implements SubnetManager {
   private onError?: (err: Error) => void;
   /** Wake the waits for our Node (acquireLease) at its next change. */
   private readonly wakeOnOwnChange = new Set<() => void>();
-  /** Settles when our Node is first read (in a page of the first list): questions about it need no more. */
-  private readonly ownRead: Promise<void>;
-  private ownReadNow?: () => void;
-  /** Wake nextPart() at the next lease change (the next page of the first list) or when the list is whole. */
-  private readonly wakeOnChange = new Set<() => void>();
   private relistCount = 0;
   /** Per Node that is a flannel node: its lease (or why it is unusable) as last read, and its signature. */
   private readonly leaseOf = new Map<string, { signature: string; read: LeaseRead }>();
@@ -142,7 +137,6 @@ export class KubeManager implements SubnetManager {
     this.description = `Kubernetes API ${client.server}, node ${JSON.stringify(opts.nodeName)}`;
     this.early = new Reporter(log);
     this.firstTry = new Promise((resolve) => (this.firstTried = resolve));
-    this.ownRead = new Promise((resolve) => (this.ownReadNow = resolve));
     this.watch = new NodeWatch(
       client,
       {
@@ -183,16 +177,12 @@ export class KubeManager implements SubnetManager {
       this.synced = true;
       this.firstTried?.();
       this.wakeOwnWaits();
-      this.wakeChangeWaits();
     });
   }
 
   private changed(c: NodeChange): void {
     const name = c.node.metadata.name;
-    if (name === this.opts.nodeName) {
-      this.ownReadNow?.();
-      this.wakeOwnWaits();
-    }
+    if (name === this.opts.nodeName) this.wakeOwnWaits();
     // each Node's lease is read once per change and kept: heartbeats compare signatures, lists copy leases
     const before = this.leaseOf.get(name)?.signature ?? '';
     const read = c.type === 'DELETED' ? undefined : nodeLease(c.node, this.names);
@@ -213,7 +203,6 @@ export class KubeManager implements SubnetManager {
       this.journal.splice(0, drop);
       this.journalStart += drop;
     }
-    this.wakeChangeWaits();
     this.onChange?.(`node ${JSON.stringify(name)} ${c.type === 'ADDED' ? 'added' : c.type === 'DELETED' ? 'deleted' : 'changed'}`);
   }
 
@@ -229,11 +218,6 @@ export class KubeManager implements SubnetManager {
     this.wakeOnOwnChange.clear();
   }
 
-  private wakeChangeWaits(): void {
-    for (const wake of this.wakeOnChange) wake();
-    this.wakeOnChange.clear();
-  }
-
   /** Settles at our Node's next change (or the first list). */
   private ownChange(): Promise<void> {
     return new Promise((resolve) => this.wakeOnOwnChange.add(resolve));
@@ -244,15 +228,10 @@ export class KubeManager implements SubnetManager {
     return new StoreUnavailable(`${this.description}: no list of Nodes yet${why}`);
   }
 
-  /**
-   * Our Node as last seen (also before the first list's last page, once its
-   * page was read); StoreUnavailable when the first list has not read it yet,
-   * undefined when it does not exist.
-   */
+  /** Our Node as last seen; StoreUnavailable before the first list, undefined when it does not exist. */
   ownNode(): KubeNode | undefined {
-    const node = this.watch.nodes().get(this.opts.nodeName);
-    if (!node && !this.synced) throw this.notSynced();
-    return node;
+    if (!this.synced) throw this.notSynced();
+    return this.watch.nodes().get(this.opts.nodeName);
   }
 
   async getNetworkConfig(): Promise<NetworkConfig> {
@@ -267,8 +246,7 @@ export class KubeManager implements SubnetManager {
   }
 
   async nodePublicIPs(): Promise<{ publicIp?: string; publicIpv6?: string }> {
-    // asked right after the start: the first list is usually on its way, and our Node may be on its first page
-    await Promise.race([this.firstTry, this.ownRead]);
+    await this.firstTry; // asked right after the start: the first list is usually on its way
     // Not registered yet: nobody can have annotated it either (acquireLease waits for it, saying so).
     const a = this.ownNode()?.metadata.annotations ?? {};
     const read = (key: string, family: 4 | 6) => {
@@ -309,7 +287,7 @@ export class KubeManager implements SubnetManager {
     const waiting = new Reporter(hooks.log);
     for (;;) {
       const next = this.ownChange();
-      const r = this.synced || this.watch.nodes().has(this.opts.nodeName) ? this.usableSubnets(cfg) : { wait: this.notSynced().message };
+      const r = this.synced ? this.usableSubnets(cfg) : { wait: this.notSynced().message };
       if (!('wait' in r)) return r;
       waiting.report('wait', `waiting for node ${JSON.stringify(this.opts.nodeName)}: ${r.wait}`);
       let timer: NodeJS.Timeout | undefined;
@@ -348,9 +326,8 @@ export class KubeManager implements SubnetManager {
     return this.snapshot();
   }
 
-  /** The leases read so far: `partial` until the first list is whole. */
   snapshot(): LeaseList {
-    const list: LeaseList = { leases: [], bad: [], revision: String(this.changes), ...(this.synced ? {} : { partial: true }) };
+    const list: LeaseList = { leases: [], bad: [], revision: String(this.changes) };
     for (const name of this.watch.nodes().keys()) {
       const read = this.leaseOf.get(name)?.read;
       if (!read) continue;
@@ -362,26 +339,8 @@ export class KubeManager implements SubnetManager {
 
   /** The lease changes after revision `revision` (a count of changes), from the journal; undefined when it no longer holds them all. */
   leaseChanges(revision: string): LeaseDelta | undefined {
-    return this.synced ? this.journalSince(revision) : undefined;
-  }
-
-  /**
-   * The first list, part by part (see snapshot()'s `partial`): waits until a
-   * page brought a lease change after `revision` or the list is whole, then
-   * hands over the leases read since. A journal that no longer reaches back
-   * that far (a first list of more Nodes than it keeps) hands over every
-   * lease read so far: programming one twice does no harm.
-   */
-  async nextPart(revision: string): Promise<ListPart> {
-    while (!this.synced && String(this.changes) === revision) await new Promise<void>((resolve) => this.wakeOnChange.add(resolve));
-    const delta = this.journalSince(revision);
-    return { added: delta ? delta.added : this.snapshot().leases, revision: String(this.changes), whole: this.synced };
-  }
-
-  /** The lease changes after `revision` from the journal; undefined when it no longer holds them all. */
-  private journalSince(revision: string): LeaseDelta | undefined {
     const from = Number(revision);
-    if (!Number.isSafeInteger(from) || from < this.journalStart || from > this.changes) return undefined;
+    if (!this.synced || !Number.isSafeInteger(from) || from < this.journalStart || from > this.changes) return undefined;
     const delta: LeaseDelta = { removed: [], added: [], bad: [], revision: String(this.changes) };
     const removed = new Set<Lease>();
     const added = new Set<Lease>();

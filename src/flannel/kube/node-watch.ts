@@ -126,35 +126,18 @@ export class NodeWatch {
     }
   }
 
-  /**
-   * One list into the cache, page by page; false (reported) when it failed.
-   * Into an empty cache (the first list) each page's Nodes are reported as
-   * ADDED as the page is read, while the next one is on its way: the caller
-   * can use them before the last page (thousands of Nodes take a while).
-   * Otherwise the whole list is compared with the cache at the end.
-   */
+  /** One list into the cache, page by page; false (reported) when it failed. */
   private async list(): Promise<boolean> {
     const listed = new Map<string, KubeNode>();
-    // a restarted list (expired token) goes back to comparing: Nodes already reported may be gone by then
-    let streaming = this.cache.size === 0;
     let rv: string;
     try {
       rv = await this.client.eachNodePage(
         this.pageSize,
         (page) => {
-          for (const item of page.items) {
-            if (!item.metadata?.name) continue;
-            const node = this.keep(item);
-            if (!streaming) listed.set(item.metadata.name, node);
-            else if (!this.stopped) {
-              this.cache.set(item.metadata.name, this.retain(node));
-              this.handlers.onChange({ type: 'ADDED', node });
-            }
-          }
+          for (const item of page.items) if (item.metadata?.name) listed.set(item.metadata.name, this.keep(item));
         },
         (why) => {
           listed.clear();
-          streaming = false;
           this.handlers.onRelist?.(`the list's continue token expired (${why}): listing from the first page again`);
         },
       );
@@ -164,8 +147,6 @@ export class NodeWatch {
     }
     if (this.stopped) return true;
     this.failures = 0;
-    this.rv = rv;
-    if (streaming) return true; // reported page by page
     for (const [n, node] of listed) {
       const previous = this.cache.get(n);
       this.cache.set(n, this.retain(node));
@@ -177,6 +158,7 @@ export class NodeWatch {
       this.cache.delete(n);
       this.handlers.onChange({ type: 'DELETED', node: previous, previous });
     }
+    this.rv = rv;
     return true;
   }
 

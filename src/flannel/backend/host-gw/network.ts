@@ -10,8 +10,7 @@ import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
 import { familiesOf, leasedSubnet, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
-import type { IpRoute } from '../../../iproute/route';
-import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, desiredRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
+import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
 
 /** flanneld's words, kept so that operators searching for them find the cause. */
 export const NAT_REASON = "your PublicIP differs from interface IP, meaning that probably you're on a NAT, which is not supported by host-gw backend";
@@ -37,11 +36,6 @@ export class HostGwNetwork implements Backend {
   private readonly programmed = new Map<4 | 6, Map<string, RoutePeer>>();
   /** Per family, the routes the leases ask for, kept lease by lease. */
   private readonly indexes = new Map<4 | 6, RouteIndex>();
-  /**
-   * Per family, the routes as the first programEarly call read them
-   * (undefined: unreadable, the family is skipped); the first full pass drops it.
-   */
-  private readonly earlyReadings = new Map<4 | 6, Promise<IpRoute[] | undefined>>();
   /** Families whose routes could not be read on the last pass. */
   private readonly unread = new Set<string>();
   private readonly log;
@@ -116,42 +110,12 @@ export class HostGwNetwork implements Backend {
     return this.allRouted;
   }
 
-  /**
-   * Start-up, a page of the first list: each family's routes to the peers
-   * of `leases` put in place and none removed (planRoutes' keepUnasked),
-   * planned against the routes as read at the first call. Nothing is
-   * recorded as routed and no change is logged: the full pass after the
-   * list decides, and reports (the daemon logs one summary).
-   */
-  async programEarly(leases: readonly Lease[]): Promise<number> {
-    let made = 0;
-    for (const f of this.families) made += await this.programEarlyFamily(f, leases);
-    return made;
-  }
-
-  private async programEarlyFamily(f: LeasedFamily, leases: readonly Lease[]): Promise<number> {
-    let reading = this.earlyReadings.get(f.family);
-    if (!reading) this.earlyReadings.set(f.family, (reading = readRoutes(f.pool.network).catch(() => undefined)));
-    const actual = await reading;
-    if (!actual) return 0;
-    const plan = planRoutes(desiredRoutes(leases, f, f.pool.network).peers, actual, this.dev, f.pool.network, { keepUnasked: true });
-    let made = plan.changes.length;
-    try {
-      await applyRoutes(plan);
-    } catch (err) {
-      // what the kernel refused is left to the full pass, which retries it and reports
-      made = err instanceof RoutePlanError ? made - err.failedChanges.size : 0;
-    }
-    return made;
-  }
-
   /** One family's peer routes. No device of ours to be down: `up` always (named after the underlay they go through). */
   private async reconcileFamily(f: LeasedFamily, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
     const key = `routes${f.family}`;
     let index = this.indexes.get(f.family);
     if (!index) this.indexes.set(f.family, (index = new RouteIndex(f, f.pool.network)));
     const before = full ? undefined : this.programmed.get(f.family);
-    if (!before) this.earlyReadings.delete(f.family); // this pass reads the routes itself; programEarly's reading is old now
     let peers: RoutePeer[];
     let keys: Set<string> | undefined;
     let skipped: string[];

@@ -169,11 +169,8 @@ export const isPeerRoute = (r: IpRoute, peer: RoutePeer, dev: string) => norm(r.
  * does a route to a peer's subnet that differs from the peer's (another
  * gateway, another device: flannel replaces it too). Routes without a gateway
  * (the bridge's, a blackhole, a VTEP's kernel routes) are never touched.
- * `keepUnasked`: `peers` are part of the leases (start-up, the list still
- * being read), so a route to a subnet no peer of them asks for may be
- * another lease's and stays; routes to their subnets are still put right.
  */
-export function planRoutes(peers: readonly RoutePeer[], actual: readonly IpRoute[], dev: string, network: Prefix, options: { keepUnasked?: boolean } = {}): RoutePlan {
+export function planRoutes(peers: readonly RoutePeer[], actual: readonly IpRoute[], dev: string, network: Prefix): RoutePlan {
   const plan: RoutePlan = { lines: [], changes: [], subjects: [], owners: [] };
   const add = (line: Line) => {
     plan.lines.push(line);
@@ -191,7 +188,6 @@ export function planRoutes(peers: readonly RoutePeer[], actual: readonly IpRoute
       kept.add(dst.toString());
       continue;
     }
-    if (!p && options.keepUnasked) continue;
     add(routeDel({ dst: r.dst, gw: r.gateway, ...(r.dev ? { dev: r.dev } : {}), ...(r.metric !== undefined ? { metric: r.metric } : {}) }));
     plan.changes.push(`route ${dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.gateway} dev ${dev}` : 'no lease'})`);
     plan.subjects.push(p?.subnet.toString());

@@ -3,13 +3,13 @@
 // and route on it (peers.ts), DirectRouting's plain routes to peers on this
 // node's underlay subnets.
 import { settleAll } from '../../../util/settle';
-import { deleteLink, getLink, isUp, linkMac } from '../../../iproute/link';
+import { deleteLink, getLink, linkMac } from '../../../iproute/link';
 import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
 import { programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
-import { Actual, Peer, PlanError, applyPlan, desiredPeers, planPeers, programmed, readActual, type PeerMemo } from './peers';
+import { Peer, PlanError, applyPlan, planPeers, programmed, readActual } from './peers';
 import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
@@ -32,17 +32,6 @@ function describeOptions(cfg: NetworkConfig, direct: readonly Prefix[]): string 
     ...(cfg.learning ? ['Learning'] : []),
   ];
   return on.length ? `, ${on.join(', ')}` : '';
-}
-
-/** What the kernel has for the peers on a side's VTEP; undefined when the VTEP is missing or down, or cannot be read. */
-async function readIfUp(s: Side): Promise<Actual | undefined> {
-  const name = s.spec.name;
-  try {
-    const [link, actual] = await Promise.all([getLink(name), readActual(name, undefined, s.family, s.pool.network)]);
-    return link && isUp(link) ? actual : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** A full pass making more changes than this logs a summary line instead of one line per change. */
@@ -70,14 +59,6 @@ export class VxlanNetwork implements Backend {
   private readonly programmed = new Map<string, Map<string, Peer>>();
   /** Per VTEP, the peers the leases ask for, kept lease by lease (each lease object judged once). */
   private readonly indexes = new Map<string, PeerIndex>();
-  /** Per VTEP, what desiredPeers made of each lease object: shared by programEarly and the index, so the full pass after it judges no lease twice. */
-  private readonly memos = new Map<string, PeerMemo>();
-  /**
-   * Per VTEP, the kernel as the first programEarly call read it (undefined:
-   * the VTEP was missing or down, that side is skipped); the first full pass
-   * drops it.
-   */
-  private readonly earlyReadings = new Map<string, Promise<Actual | undefined>>();
 
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
@@ -158,48 +139,8 @@ export class VxlanNetwork implements Backend {
 
   private indexOf(s: Side): PeerIndex {
     let index = this.indexes.get(s.spec.name);
-    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex(selfOf(s), s.pool.network, this.memoOf(s))));
+    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex(selfOf(s), s.pool.network, new WeakMap())));
     return index;
-  }
-
-  private memoOf(s: Side): PeerMemo {
-    let memo = this.memos.get(s.spec.name);
-    if (!memo) this.memos.set(s.spec.name, (memo = new WeakMap()));
-    return memo;
-  }
-
-  /**
-   * Start-up, a page of the first list: on each VTEP, the peers of `leases`
-   * put in place and nothing removed (planPeers' keepUnasked), planned
-   * against the kernel as read at the first call. Nothing is recorded as
-   * programmed and no change is logged: the full pass after the list
-   * decides what is programmed, and reports (the daemon logs one summary).
-   */
-  async programEarly(leases: readonly Lease[]): Promise<number> {
-    let made = 0;
-    for (const s of this.sides) made += await this.programEarlySide(s, leases);
-    return made;
-  }
-
-  private async programEarlySide(s: Side, leases: readonly Lease[]): Promise<number> {
-    const name = s.spec.name;
-    let reading = this.earlyReadings.get(name);
-    if (!reading) this.earlyReadings.set(name, (reading = readIfUp(s)));
-    const actual = await reading;
-    if (!actual) return 0;
-    // MAC conflicts are judged within the part only: the full pass judges the whole list
-    const { peers } = desiredPeers(leases, selfOf(s), s.pool.network, this.memoOf(s));
-    const plan = planPeers(peers, actual, name, s.pool.network, this.direct, { keepUnasked: true });
-    if (!plan.changes.length) return 0;
-    let made = plan.changes.length;
-    try {
-      await applyPlan(plan);
-    } catch (err) {
-      // what the kernel refused is left to the full pass, which retries it and reports
-      made = err instanceof PlanError ? made - err.failedChanges.size : 0;
-    }
-    this.metrics?.changesApplied(s.family, made);
-    return made;
   }
 
   /**
@@ -213,7 +154,6 @@ export class VxlanNetwork implements Backend {
     const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
     const before = full ? undefined : this.programmed.get(name);
     if (!before) {
-      this.earlyReadings.delete(name); // this pass reads the kernel itself; programEarly's reading is old now
       if (!(await this.reconcileVtep(s, why))) return state;
     }
     state.up = true;

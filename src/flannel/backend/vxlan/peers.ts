@@ -177,22 +177,12 @@ export const isDirectPeer = (peer: Peer, direct: readonly Prefix[]) => {
   return !!ip && direct.some((d) => d.family === ip.family && d.contains(ip));
 };
 
-export interface PlanOptions {
-  /**
-   * Remove nothing that no peer of the set asks for: the set is part of the
-   * leases (start-up, the list still being read), and a lease not read yet
-   * may ask for it. Entries at a route, neighbour or MAC a peer of the set
-   * asks for are still put right.
-   */
-  keepUnasked?: boolean;
-}
-
 /**
  * The commands that make `actual` match `peers` on `dev`; nothing when it
  * already does. `direct`: this node's directly connected underlay subnets
  * (DirectRouting); empty, every peer goes over VXLAN.
  */
-export function planPeers(all: readonly Peer[], actual: Actual, dev: string, network: Prefix, direct: readonly Prefix[] = [], options: PlanOptions = {}): Plan {
+export function planPeers(all: readonly Peer[], actual: Actual, dev: string, network: Prefix, direct: readonly Prefix[] = []): Plan {
   const plan: Plan = { ipFirst: [], bridge: [], ipLast: [], changes: [], subjects: [], owners: { ipFirst: [], bridge: [], ipLast: [] } };
   // each line belongs to the change logged right after it
   const add = (batch: 'ipFirst' | 'bridge' | 'ipLast', line: Line) => {
@@ -206,9 +196,7 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
   const directPeers: Peer[] = [];
   const peers: Peer[] = [];
   for (const p of all) (direct.length && isDirectPeer(p, direct) ? directPeers : peers).push(p);
-  // with keepUnasked, a stale entry goes only where a peer of the set asks for its key (a peer that went direct, or back)
-  const asked = options.keepUnasked ? askedBy(all) : undefined;
-  planDirect(directPeers, actual, add, note, network, asked?.routes);
+  planDirect(directPeers, actual, add, note, network);
   const wantNeigh = new Map(peers.map((p) => [p.vtepIP, p]));
   const wantFdb = new Map(peers.map((p) => [p.mac, p]));
   const wantRoute = new Map(peers.map((p) => [p.subnet.toString(), p]));
@@ -225,7 +213,6 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
     if (!p || wantRoute.has(p.toString())) continue;
     const ourShape = norm(r.gateway) === p.network.toString() && !!r.flags?.includes('onlink');
     if (!network.contains(p.network) && !ourShape) continue;
-    if (asked && !asked.routes.has(p.toString())) continue;
     add('ipFirst', routeDel({ dst, dev }));
     note(`route ${dst}: removed (no lease)`);
   }
@@ -258,7 +245,6 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
   for (const e of actual.fdb) {
     if (!e.dst) continue; // the device's own entries
     if (wantFdb.has(e.mac.toLowerCase())) continue;
-    if (asked && !asked.macs.has(e.mac.toLowerCase())) continue;
     add('bridge', fdbDel(e.mac, e.dst, dev));
     note(`fdb ${e.mac} → ${e.dst}: removed (no lease)`);
   }
@@ -272,20 +258,10 @@ export function planPeers(all: readonly Peer[], actual: Actual, dev: string, net
   }
   for (const n of actual.neigh) {
     if (!isPermanent(n) || wantNeigh.has(norm(n.dst)!)) continue;
-    if (asked && !asked.neigh.has(norm(n.dst)!)) continue;
     add('ipLast', neighDel(n.dst, dev));
     note(`neigh ${n.dst} → ${n.lladdr}: removed (no lease)`);
   }
   return plan;
-}
-
-/** The keys a set of peers asks for, over VXLAN or direct: route destinations, VTEP addresses, VTEP MACs. */
-function askedBy(peers: readonly Peer[]): { routes: Set<string>; neigh: Set<string>; macs: Set<string> } {
-  return {
-    routes: new Set(peers.map((p) => p.subnet.toString())),
-    neigh: new Set(peers.map((p) => p.vtepIP)),
-    macs: new Set(peers.map((p) => p.mac)),
-  };
 }
 
 /** The first of `items` per key (as `find` would return it), keyed once. */
@@ -325,8 +301,7 @@ export function programmed(peers: readonly Peer[], direct: readonly Prefix[] = [
  * the whole network is someone else's) via a gateway on another device that
  * no direct peer asks for (the peer left, or went back to VXLAN) goes first.
  * A VXLAN route of a peer now direct is stale on the VTEP and goes with the
- * VTEP's stale routes. `asked` (keepUnasked): the route destinations the
- * whole set asks for; a direct route to any other is kept.
+ * VTEP's stale routes.
  */
 function planDirect(
   peers: readonly Peer[],
@@ -334,7 +309,6 @@ function planDirect(
   add: (batch: 'ipFirst' | 'ipLast', line: Line) => void,
   note: (change: string, peer?: Peer) => void,
   network: Prefix,
-  asked?: ReadonlySet<string>,
 ): void {
   const want = new Map(peers.map((p) => [p.subnet.toString(), p]));
   for (const r of actual.direct ?? []) {
@@ -342,7 +316,6 @@ function planDirect(
     if (!prefix || prefix.length <= network.length) continue;
     const p = want.get(prefix.toString());
     if (!r.gateway || (p && norm(r.gateway) === p.publicIP)) continue;
-    if (asked && !asked.has(prefix.toString())) continue;
     add('ipFirst', routeDel({ dst: r.dst, gw: r.gateway, dev: r.dev }));
     note(`route ${r.dst} via ${r.gateway}${r.dev ? ` dev ${r.dev}` : ''}: removed (${p ? `now via ${p.publicIP}` : 'no direct peer'})`, p);
   }

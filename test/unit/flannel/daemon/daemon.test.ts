@@ -13,7 +13,6 @@ import { Daemon, DaemonOptions } from '../../../../src/flannel/daemon/daemon';
 import { DaemonMetrics } from '../../../../src/flannel/daemon/metrics';
 import { Prefix } from '../../../../src/net/ip';
 import { StoreManager } from '../../../../src/flannel/store/store-manager';
-import type { HeldLease, ListPart, SubnetManager } from '../../../../src/flannel/manager';
 import { VxlanNetwork } from '../../../../src/flannel/backend/vxlan/network';
 import { FakeFirewall } from '../../../support/fake-firewall';
 import { FakeKernel, type FakeLink } from '../../../support/fake-kernel';
@@ -72,8 +71,8 @@ describe('the daemon (in-memory store, model of the node)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const daemon = ({ leaseTtlS = 3600, manager, ...o }: Partial<DaemonOptions> & { leaseTtlS?: number; manager?: SubnetManager } = {}): Daemon => {
-    const d = new Daemon(manager ?? new StoreManager(store, { leaseTtlS }), {
+  const daemon = ({ leaseTtlS = 3600, ...o }: Partial<DaemonOptions> & { leaseTtlS?: number } = {}): Daemon => {
+    const d = new Daemon(new StoreManager(store, { leaseTtlS }), {
       iface: 'eth0',
       subnetFile: join(dir, 'subnet.env'),
       reconcileMs: 60_000,
@@ -219,43 +218,6 @@ describe('the daemon (in-memory store, model of the node)', () => {
     await vi.advanceTimersByTimeAsync(1000); // the watch's replay, not the periodic reconcile
     expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
     expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
-  });
-
-  it('a first list still being read (Kubernetes reads it in pages): the peers read so far are programmed at once, the rest as each part comes; nothing is removed until the list is whole', async () => {
-    // a VTEP from an earlier run, with the entries of a peer (10.88.9.0/24) that has left since
-    node.links().set('flannel.1', vtep('flannel.1', 1, peerMac(1), [{ family: 'inet', local: '10.88.1.0', prefixlen: 32 }]));
-    node.neigh().push({ dev: 'flannel.1', dst: '10.88.9.0', lladdr: peerMac(9) });
-    node.fdb().push({ dev: 'flannel.1', mac: peerMac(9), dst: '192.168.88.9' });
-    node.routesIn().push({ dev: 'flannel.1', dst: '10.88.9.0/24', gateway: '10.88.9.0', onlink: true });
-    for (const n of [1, 2, 3, 4]) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
-    const manager = new StoreManager(store, { leaseTtlS: 3600 });
-    const leaseOf = async (n: number) => (await manager.listLeases()).leases.find((l) => l.subnet?.toString() === `10.88.${n}.0/24`)!;
-    // the lease is held when only peer 2 has been read; the rest comes when the test says
-    const acquire = manager.acquireLease.bind(manager);
-    manager.acquireLease = async (...args): Promise<HeldLease> => {
-      const held = await acquire(...args);
-      Object.defineProperty(held, 'listed', { value: { leases: [await leaseOf(2)], bad: [], revision: '0', partial: true } });
-      return held;
-    };
-    const parts: ((p: ListPart) => void)[] = [];
-    (manager as SubnetManager).nextPart = () => new Promise((resolve) => parts.push(resolve));
-    const d = daemon({ manager });
-    const started = d.start();
-    await waitFor('peer 2 programmed while the rest is being read', () => programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2') && parts.length === 1);
-    expect(programmed(node, '10.88.9.0/24', peerMac(9), '192.168.88.9')).toBe(true); // not removed on the word of a part
-    parts.shift()!({ added: [await leaseOf(3)], revision: '1', whole: false });
-    await waitFor('peer 3 programmed', () => programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3') && parts.length === 1);
-    expect(programmed(node, '10.88.9.0/24', peerMac(9), '192.168.88.9')).toBe(true);
-    expect(d.ready()).toMatch(/starting/);
-    parts.shift()!({ added: [await leaseOf(4)], revision: '2', whole: true });
-    await started;
-    for (const n of [2, 3, 4]) expect(programmed(node, `10.88.${n}.0/24`, peerMac(n), `192.168.88.${n}`)).toBe(true);
-    // the list is whole: what no lease asks for goes
-    expect(node.routesIn().map((r) => r.dst)).not.toContain('10.88.9.0/24');
-    expect(node.neigh().map((n) => n.dst)).not.toContain('10.88.9.0');
-    expect(node.fdb().map((f) => f.mac)).not.toContain(peerMac(9));
-    expect(logs).toContain('9 changes for the peers while the leases were listed, in 3 parts');
-    expect(d.ready()).toBeUndefined();
   });
 
   it('Backend.MTU is the underlay\'s: 1400 makes a VTEP of 1350, and FLANNEL_MTU follows', async () => {

@@ -196,42 +196,6 @@ describe('KubeManager', () => {
     expect(await m.previousAttrs()).toMatchObject({ vtepMAC: '0a:00:00:00:00:01' });
   });
 
-  it('holds our lease before the first list\'s last page (listed is partial); nextPart() hands over the rest as it is read, whole at the end', async () => {
-    await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
-    for (const i of [2, 3, 4, 5]) await server.createNode(flannelNode(`p${i}`, i));
-    await server.holdContinuedLists(true); // the first page (n1, p2) is answered, the rest waits
-    try {
-      const netConfPath = join(dir, 'net-conf.json');
-      writeFileSync(netConfPath, '{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan"}}');
-      const m = (manager = new KubeManager(new KubeClient({ server: server.url, token: () => TOKEN, description: 'test' }), { nodeName: 'n1', netConfPath, annotationPrefix: P, setNodeNetworkUnavailable: false }, (l) => logs.push(l), { pageSize: 2 }));
-      m.start();
-      expect(await m.nodePublicIPs()).toEqual({});
-      const held = await m.acquireLease(CFG, attrs(), hooks);
-      expect(held.subnet?.toString()).toBe('10.244.1.0/24');
-      expect(held.listed.partial).toBe(true);
-      expect(held.listed.leases.map((l) => l.node)).toEqual(['p2']);
-      await expect(m.listLeases()).rejects.toThrow(StoreUnavailable); // not whole: nothing may be removed on its word
-      expect(m.leaseChanges(held.listed.revision!)).toBeUndefined();
-      const read: string[] = [];
-      let part = m.nextPart(held.listed.revision!);
-      await server.holdContinuedLists(false);
-      for (;;) {
-        const p = await part;
-        read.push(...p.added.map((l) => l.node!));
-        if (p.whole) break;
-        part = m.nextPart(p.revision);
-      }
-      expect(read.filter((n) => n !== 'n1')).toEqual(['p3', 'p4', 'p5']);
-      const whole = await m.listLeases();
-      expect(whole.partial).toBeUndefined();
-      expect(whole.leases.map((l) => l.node).filter((n) => n !== 'n1')).toEqual(['p2', 'p3', 'p4', 'p5']);
-      // once whole, nextPart answers at once
-      expect(await m.nextPart(whole.revision!)).toEqual({ added: [], revision: whole.revision, whole: true });
-    } finally {
-      await server.holdContinuedLists(false);
-    }
-  });
-
   it('wakes the daemon for a Node\'s lease added, changed, deleted or un-annotated, not for other changes; a change since the list is reported at once', async () => {
     await server.createNode({ metadata: { name: 'n1' }, spec: { podCIDR: '10.244.1.0/24' } });
     const m = open();

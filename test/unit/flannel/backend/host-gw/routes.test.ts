@@ -92,28 +92,6 @@ describe('planRoutes', () => {
       ['route', 'replace', '10.244.2.0/24', 'via', '192.168.1.2', 'dev', 'eth0'],
     ]);
   });
-  describe('keepUnasked (a part of the leases: start-up, the list still being read)', () => {
-    const actual: IpRoute[] = [
-      { dst: '10.244.2.0/24', gateway: '192.168.1.2', dev: 'eth0' }, // right
-      { dst: '10.244.3.0/24', gateway: '192.168.1.9', dev: 'eth0' }, // a peer of the part, another gateway
-      { dst: '10.244.3.0/24', gateway: '192.168.1.3', dev: 'eth1', metric: 7 }, // and a second route to it
-      { dst: '10.244.9.0/24', gateway: '192.168.1.99', dev: 'eth0' }, // no peer of the part asks for it
-      { dst: '10.244.8.0/24', gateway: '10.244.8.0', dev: 'flannel.1', flags: ['onlink'] }, // nor for this one
-    ];
-    it('routes no peer of the part asks for stay; a peer\'s wrong routes go and its route comes; a right one gives no line', () => {
-      expect(planRoutes(peers, actual, 'eth0', NET).changes.filter((c) => c.endsWith('(no lease)'))).toHaveLength(2); // without: they go
-      const plan = planRoutes(peers, actual, 'eth0', NET, { keepUnasked: true });
-      expect(plan.lines).toEqual([
-        ['route', 'del', '10.244.3.0/24', 'via', '192.168.1.9', 'dev', 'eth0'],
-        ['route', 'del', '10.244.3.0/24', 'via', '192.168.1.3', 'dev', 'eth1', 'metric', '7'],
-        ['route', 'replace', '10.244.3.0/24', 'via', '192.168.1.3', 'dev', 'eth0'],
-      ]);
-      expect(plan.subjects).toEqual(['10.244.3.0/24', '10.244.3.0/24', '10.244.3.0/24']);
-    });
-    it('an empty part changes nothing', () => {
-      expect(planRoutes([], actual, 'eth0', NET, { keepUnasked: true }).lines).toEqual([]);
-    });
-  });
 });
 
 describe('HostGwNetwork', () => {
