@@ -392,6 +392,7 @@ async function benchKube(n, dir) {
     out.heartbeatWall = wall;
     out.rssEnd = rssMiB(d.pid);
     out.rssPeak = rssMiB(d.pid, 'VmHWM');
+    out.rssAnonEnd = rssMiB(d.pid, 'RssAnon');
     try {
       const m = await metrics();
       // the periodic passes (the first full pass, at start, programmed everything: left out)
@@ -603,7 +604,7 @@ const kube = rows.filter((r) => r.store.startsWith('kube'));
 if (kube.length) {
   table([
     ['N Nodes', 'all peers programmed', 'kernel floor', 'ratio', 'VtepMAC changed', 'PublicIP changed', 'podCIDR changed', 'annotations removed', 'deleted', '100 created', 'CPU/new Node', '100 deleted', 'RSS', 'heartbeats (CPU)', 'full pass'],
-    ...kube.map((r) => [`${r.n}${r.store === 'kube' ? '' : ' host-gw'}`, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB (peak ${r.rssPeak?.toFixed(0)})`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
+    ...kube.map((r) => [`${r.n}${r.store === 'kube' ? '' : ' host-gw'}`, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB (peak ${r.rssPeak?.toFixed(0)}; anonymous ${r.rssAnonEnd?.toFixed(0)})`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
   ]);
 }
 const stores = rows.filter((r) => r.store === 'etcd' || r.store === 'file');
