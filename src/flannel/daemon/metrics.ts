@@ -4,8 +4,10 @@
 // failed, reconcile passes and their duration, watch errors, lease
 // renewals); the rest is read when scraped (the source's re-lists, and
 // host-local's reservations in this node's subnets: "no IP addresses
-// available" is foreseen by the free gauge). Every series is documented in
-// docs/vxlan-flannel.md.
+// available" is foreseen by the free gauge; the process's memory and CPU, under
+// the names Prometheus' client libraries give them, so that the dashboards
+// and alerts operators have for other agents work as they are). Every series
+// is documented in docs/vxlan-flannel.md.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { IP, type Prefix } from '../../net/ip';
@@ -55,6 +57,9 @@ export class DaemonMetrics {
   private watchErrors = 0;
   private renewals = 0;
   private subnets: Prefix[] = [];
+
+  /** When the process started, in Unix seconds (process_start_time_seconds). */
+  private readonly startedAt = Date.now() / 1000 - process.uptime();
 
   constructor(private readonly sources: MetricsSources = {}) {}
 
@@ -130,6 +135,20 @@ export class DaemonMetrics {
     return out;
   }
 
+  /** The process's own series: memory (resident, and the JavaScript heap inside it), CPU, start time. */
+  private processFamilies(): string[] {
+    const mem = process.memoryUsage();
+    const cpu = process.cpuUsage();
+    return [
+      family('process_resident_memory_bytes', 'gauge', 'Resident memory size in bytes.', [['process_resident_memory_bytes', {}, mem.rss]]),
+      family('process_cpu_seconds_total', 'counter', 'Total user and system CPU time spent in seconds.', [['process_cpu_seconds_total', {}, (cpu.user + cpu.system) / 1e6]]),
+      family('process_start_time_seconds', 'gauge', 'Start time of the process since unix epoch in seconds.', [['process_start_time_seconds', {}, this.startedAt]]),
+      family('nodejs_heap_size_total_bytes', 'gauge', 'Process heap size from Node.js in bytes.', [['nodejs_heap_size_total_bytes', {}, mem.heapTotal]]),
+      family('nodejs_heap_size_used_bytes', 'gauge', 'Process heap size used from Node.js in bytes.', [['nodejs_heap_size_used_bytes', {}, mem.heapUsed]]),
+      family('nodejs_external_memory_bytes', 'gauge', 'Node.js external memory size in bytes.', [['nodejs_external_memory_bytes', {}, mem.external]]),
+    ];
+  }
+
   /** The exposition text. */
   render(): string {
     const perFamily = (name: string, m: Map<string, number>): [string, Labels, number][] => [...m].sort().map(([family, v]) => [name, { family }, v]);
@@ -158,6 +177,7 @@ export class DaemonMetrics {
         family('flannel_relists_total', 'counter', 'Times the lease source was listed again in full because the watch fell behind (Kubernetes: 410 Gone).', [['flannel_relists_total', {}, this.sources.relists?.() ?? 0]]),
         family('flannel_lease_renewals_total', 'counter', 'Renewals of this node\'s lease (etcd and file stores; Kubernetes leases are not renewed).', [['flannel_lease_renewals_total', {}, this.renewals]]),
         family('flannel_pod_addresses', 'gauge', 'Pod addresses of this node\'s subnet per host-local network: state "in_use" (reserved) or "free".', this.podAddresses()),
+        ...this.processFamilies(),
       ].join('\n') + '\n'
     );
   }

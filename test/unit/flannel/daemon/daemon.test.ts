@@ -405,8 +405,19 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(value('flannel_reconcile_passes_total{kind="changes",result="ok"}')).toBeGreaterThanOrEqual(1);
     expect(value('flannel_peer_changes_applied_total{family="ipv4"}')).toBe(12);
     expect(value('flannel_peer_changes_failed_total{family="ipv4"}')).toBeUndefined();
+    // the process's own series, under the names Prometheus' client libraries use
+    const rss = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))![1]) * 1024;
+    expect(value('process_resident_memory_bytes')).toBeGreaterThan(rss / 2);
+    expect(value('process_resident_memory_bytes')).toBeLessThan(rss * 2);
+    expect(value('nodejs_heap_size_used_bytes')).toBeGreaterThan(0);
+    expect(value('nodejs_heap_size_used_bytes')).toBeLessThanOrEqual(value('nodejs_heap_size_total_bytes')!);
+    const cpu = value('process_cpu_seconds_total')!;
+    expect(cpu).toBeGreaterThan(0);
+    for (let x = 0; process.cpuUsage().user < cpu * 1e6 + 20_000; ) x++; // spend 20 ms
+    expect(value('process_cpu_seconds_total')).toBeGreaterThan(cpu);
+    expect(Math.abs(value('process_start_time_seconds')! - (Date.now() / 1000 - process.uptime()))).toBeLessThan(1);
     // the exposition is well formed: every sample line is "name{labels} number", every family typed
-    for (const l of metrics.render().trim().split('\n')) expect(l).toMatch(/^(# (HELP|TYPE) flannel_\w+ .+|flannel_\w+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? ([-+0-9.e]+|\+Inf))$/);
+    for (const l of metrics.render().trim().split('\n')) expect(l).toMatch(/^(# (HELP|TYPE) (flannel|process|nodejs)_\w+ .+|(flannel|process|nodejs)_\w+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? ([-+0-9.e]+|\+Inf))$/);
   });
 
   it('health: reasons until the lease is held and the overlay programmed; ready once started; answered from memory (no command per probe)', async () => {
