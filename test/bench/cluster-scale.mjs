@@ -169,9 +169,10 @@ function startDaemon(dir, args) {
   });
   let stderr = '';
   child.stderr.on('data', (b) => (stderr += b));
+  const exited = new Promise((r) => child.once('exit', r)); // also when it exited on its own (a stop after that must not hang)
   const stop = async () => {
     child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    await exited;
     if (process.env.SCALE_LOG) appendFileSync(process.env.SCALE_LOG, stderr);
   };
   return { child, pid: child.pid, log: () => stderr, stop };
@@ -395,6 +396,8 @@ async function benchKube(n, dir) {
     out.rssAnonEnd = rssMiB(d.pid, 'RssAnon');
     try {
       const m = await metrics();
+      // older builds export no heap series
+      if (m.has('nodejs_heap_size_used_bytes')) out.heapEnd = [m.get('nodejs_heap_size_used_bytes'), m.get('nodejs_heap_size_total_bytes')].map((b) => b / 2 ** 20);
       // the periodic passes (the first full pass, at start, programmed everything: left out)
       const sum = m.get('flannel_reconcile_duration_seconds_sum{kind="full"}');
       const count = m.get('flannel_reconcile_duration_seconds_count{kind="full"}');
@@ -604,7 +607,7 @@ const kube = rows.filter((r) => r.store.startsWith('kube'));
 if (kube.length) {
   table([
     ['N Nodes', 'all peers programmed', 'kernel floor', 'ratio', 'VtepMAC changed', 'PublicIP changed', 'podCIDR changed', 'annotations removed', 'deleted', '100 created', 'CPU/new Node', '100 deleted', 'RSS', 'heartbeats (CPU)', 'full pass'],
-    ...kube.map((r) => [`${r.n}${r.store === 'kube' ? '' : ' host-gw'}`, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB (peak ${r.rssPeak?.toFixed(0)}; anonymous ${r.rssAnonEnd?.toFixed(0)})`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
+    ...kube.map((r) => [`${r.n}${r.store === 'kube' ? '' : ' host-gw'}`, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted), s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)} MiB (peak ${r.rssPeak?.toFixed(0)}; anonymous ${r.rssAnonEnd?.toFixed(0)}${r.heapEnd ? `, JS heap ${r.heapEnd[0].toFixed(0)} of ${r.heapEnd[1].toFixed(0)}` : ''})`, `${r.heartbeatCpu.toFixed(0)}% of a core`, r.fullPass ? s(r.fullPass) : '-']),
   ]);
 }
 const stores = rows.filter((r) => r.store === 'etcd' || r.store === 'file');
