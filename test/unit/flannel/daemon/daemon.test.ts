@@ -13,6 +13,7 @@ import { Daemon, DaemonOptions } from '../../../../src/flannel/daemon/daemon';
 import { DaemonMetrics } from '../../../../src/flannel/daemon/metrics';
 import { Prefix } from '../../../../src/net/ip';
 import { StoreManager } from '../../../../src/flannel/store/store-manager';
+import type { HeldLease, SubnetManager } from '../../../../src/flannel/manager';
 import { VxlanNetwork } from '../../../../src/flannel/backend/vxlan/network';
 import { FakeFirewall } from '../../../support/fake-firewall';
 import { FakeKernel, type FakeLink } from '../../../support/fake-kernel';
@@ -71,8 +72,8 @@ describe('the daemon (in-memory store, model of the node)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const daemon = ({ leaseTtlS = 3600, ...o }: Partial<DaemonOptions> & { leaseTtlS?: number } = {}): Daemon => {
-    const d = new Daemon(new StoreManager(store, { leaseTtlS }), {
+  const daemon = ({ leaseTtlS = 3600, manager, ...o }: Partial<DaemonOptions> & { leaseTtlS?: number; manager?: SubnetManager } = {}): Daemon => {
+    const d = new Daemon(manager ?? new StoreManager(store, { leaseTtlS }), {
       iface: 'eth0',
       subnetFile: join(dir, 'subnet.env'),
       reconcileMs: 60_000,
@@ -344,6 +345,31 @@ describe('the daemon (in-memory store, model of the node)', () => {
     const delta = changes.mock.calls.at(-1)![0];
     expect([delta.removed.map((l) => l.attrs.vtepMAC), delta.added.map((l) => l.attrs.vtepMAC)]).toEqual([[peerMac(5)], ['0a:00:00:00:05:55']]);
     vi.restoreAllMocks();
+  });
+
+  it('a changes pass checks our lease only when the change is about it: another lease changing costs no look for ours; ours deleted by hand is written again at once', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    const manager = new StoreManager(store, { leaseTtlS: 3600, previous: { subnet: Prefix.parse('10.88.1.0/24')! } });
+    let checks = 0;
+    const acquire = manager.acquireLease.bind(manager);
+    manager.acquireLease = async (...args): Promise<HeldLease> => {
+      const held = await acquire(...args);
+      const check = held.check.bind(held);
+      held.check = (leases) => (checks++, check(leases));
+      return held;
+    };
+    const metrics = new DaemonMetrics();
+    const passes = () => Number(/flannel_reconcile_passes_total\{kind="changes",result="ok"\} (\d+)/.exec(metrics.render())?.[1] ?? 0);
+    await daemon({ manager, metrics }).start();
+    const atStart = checks;
+    expect(atStart).toBeGreaterThan(0); // the first (full) pass checks it
+    store.put('10.88.3.0-24', peerValue(3), 600);
+    await waitFor('peer 3 by a changes pass', () => programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3') && passes() === 1);
+    expect(checks).toBe(atStart);
+    store.del('10.88.1.0-24');
+    await waitFor('our lease written again', async () => (await store.list()).leases.some((l) => l.subnet?.toString() === '10.88.1.0/24'));
+    expect(checks).toBeGreaterThan(atStart);
+    expect(logs).toContain('lease 10.88.1.0/24 was gone in the store: written again');
   });
 
   it('a change seen during a full pass is applied right after that pass (by a changes pass), not at the next periodic one', async () => {
