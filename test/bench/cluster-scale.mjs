@@ -207,19 +207,28 @@ function kernelFloor(n) {
     execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes.replaceAll('route replace', 'route del') });
     return ms;
   }
-  ipn('link', 'add', 'floor.9', 'type', 'vxlan', 'id', '9', 'local', '192.168.200.1', 'dstport', '8472', 'nolearning');
-  ipn('link', 'set', 'floor.9', 'up');
-  ipn('addr', 'add', '10.255.255.255/32', 'dev', 'floor.9');
-  const ids = Array.from({ length: n }, (_, k) => k + 1);
-  const neigh = ids.map((i) => `neigh replace ${vtepIp(i)} lladdr ${mac(i)} dev floor.9 nud permanent`).join('\n');
-  const fdb = ids.map((i) => `fdb replace ${mac(i)} dev floor.9 dst ${publicIp(i)} self permanent`).join('\n');
-  const routes = ids.map((i) => `route replace ${subnetOf(i)} via ${vtepIp(i)} dev floor.9 onlink`).join('\n');
+  return vtepFloor(n, 'floor.9', '192.168.200.1', (dev) => ['addr', 'add', '10.255.255.255/32', 'dev', dev], (i) => [vtepIp(i), mac(i), publicIp(i), subnetOf(i)]);
+}
+
+/**
+ * `ip -batch` / `bridge -batch` of N peers' neighbours, FDB entries and routes on a fresh VTEP `dev`
+ * (tunnel source `local`, its own address added by `addr(dev)`), timed; `peer(i)` is peer i's VTEP
+ * address, VTEP MAC, public address and subnet.
+ */
+function vtepFloor(n, dev, local, addr, peer) {
+  ipn('link', 'add', dev, 'type', 'vxlan', 'id', '9', 'local', local, 'dstport', '8472', 'nolearning');
+  ipn('link', 'set', dev, 'up');
+  ipn(...addr(dev));
+  const peers = Array.from({ length: n }, (_, k) => peer(k + 1));
+  const neigh = peers.map(([vtep, m]) => `neigh replace ${vtep} lladdr ${m} dev ${dev} nud permanent`).join('\n');
+  const fdb = peers.map(([, m, pub]) => `fdb replace ${m} dev ${dev} dst ${pub} self permanent`).join('\n');
+  const routes = peers.map(([vtep, , , subnet]) => `route replace ${subnet} via ${vtep} dev ${dev} onlink`).join('\n');
   const t0 = process.hrtime.bigint();
   execFileSync('ip', ['-n', NS, '-batch', '-'], { input: neigh });
   execFileSync('bridge', ['-n', NS, '-batch', '-'], { input: fdb });
   execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes });
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  ipn('link', 'del', 'floor.9');
+  ipn('link', 'del', dev);
   return ms;
 }
 
@@ -452,20 +461,7 @@ const macsShown = (fam, i, gen) => (!has4(fam) || neighOf(i).includes(mac(i, gen
 
 /** The kernel floor of the IPv6 peers: their neighbours, FDB entries and routes on a fresh IPv6 VTEP. */
 function kernelFloor6(n) {
-  ipn('link', 'add', 'floor6.9', 'type', 'vxlan', 'id', '9', 'local', 'fd00:200::1', 'dstport', '8472', 'nolearning');
-  ipn('link', 'set', 'floor6.9', 'up');
-  ipn('-6', 'addr', 'add', 'fd80:ffff::/128', 'dev', 'floor6.9', 'nodad');
-  const ids = Array.from({ length: n }, (_, k) => k + 1);
-  const neigh = ids.map((i) => `neigh replace ${vtepIp6(i)} lladdr ${mac6(i)} dev floor6.9 nud permanent`).join('\n');
-  const fdb = ids.map((i) => `fdb replace ${mac6(i)} dev floor6.9 dst ${publicIp6(i)} self permanent`).join('\n');
-  const routes = ids.map((i) => `route replace ${subnet6Of(i)} via ${vtepIp6(i)} dev floor6.9 onlink`).join('\n');
-  const t0 = process.hrtime.bigint();
-  execFileSync('ip', ['-n', NS, '-batch', '-'], { input: neigh });
-  execFileSync('bridge', ['-n', NS, '-batch', '-'], { input: fdb });
-  execFileSync('ip', ['-n', NS, '-batch', '-'], { input: routes });
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  ipn('link', 'del', 'floor6.9');
-  return ms;
+  return vtepFloor(n, 'floor6.9', 'fd00:200::1', (dev) => ['-6', 'addr', 'add', 'fd80:ffff::/128', 'dev', dev, 'nodad'], (i) => [vtepIp6(i), mac6(i), publicIp6(i), subnet6Of(i)]);
 }
 
 /**
