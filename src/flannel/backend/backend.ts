@@ -70,6 +70,34 @@ export function programmedAfterChanges<P>(before: Map<string, P>, keys: Iterable
   return before;
 }
 
+/** What a backend keeps of the peers the leases ask for, lease by lease (vxlan's PeerIndex, host-gw's RouteIndex). */
+export interface LeaseIndex<P> {
+  /** Every lease judged again: all the peers they ask for. */
+  reset(leases: readonly Lease[]): { peers: P[]; skipped: string[] };
+  /** The lease objects that left and came since the leases it last held. */
+  diff(leases: readonly Lease[]): LeaseChanges;
+  /** Those changes applied: the peer keys that may want something else now. */
+  apply(removed: readonly Lease[], added: readonly Lease[]): { keys: Set<string>; skipped: string[] };
+  wanted(key: string): P | undefined;
+}
+
+/**
+ * The peers one pass plans: for a changes pass (something was programmed in
+ * full before), only those at the keys the changed leases touch (`keys`);
+ * for a full pass, every peer the leases ask for. `change` is the whole list
+ * (compared with the index's) or the manager's delta; a delta needs a full
+ * pass before it, else throws naming `what`.
+ */
+export function peersToPlan<P>(index: LeaseIndex<P>, change: { leases: readonly Lease[] } | LeaseChanges, changesPass: boolean, what: string): { peers: P[]; keys?: Set<string>; skipped: string[] } {
+  if (changesPass) {
+    const { removed, added } = 'leases' in change ? index.diff(change.leases) : change;
+    const { keys, skipped } = index.apply(removed, added);
+    return { peers: [...keys].map((k) => index.wanted(k)).filter((p): p is P => !!p), keys, skipped };
+  }
+  if (!('leases' in change)) throw new Error(`${what}: a changes pass before a full one`);
+  return index.reset(change.leases);
+}
+
 /**
  * Records on `state` what the kernel refused of a plan: `subjects[i]` is the
  * peer subnet change i was for, or undefined for the removal of a stale entry.

@@ -8,7 +8,7 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import { familiesOf, leasedSubnet, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
 
@@ -116,17 +116,7 @@ export class HostGwNetwork implements Backend {
     let index = this.indexes.get(f.family);
     if (!index) this.indexes.set(f.family, (index = new RouteIndex(f, f.pool.network)));
     const before = full ? undefined : this.programmed.get(f.family);
-    let peers: RoutePeer[];
-    let keys: Set<string> | undefined;
-    let skipped: string[];
-    if (before) {
-      const { removed, added } = 'leases' in change ? index.diff(change.leases) : change;
-      ({ keys, skipped } = index.apply(removed, added));
-      peers = [...keys].map((k) => index!.wanted(k)).filter((p): p is RoutePeer => !!p);
-    } else {
-      if (!('leases' in change)) throw new Error(`IPv${f.family} routes: a changes pass before a full one`);
-      ({ peers, skipped } = index.reset(change.leases));
-    }
+    const { peers, keys, skipped } = peersToPlan(index, change, !!before, `IPv${f.family} routes`);
     const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: before ? before.size : peers.length, failed: [], staleLeft: 0 };
     // one line per lease until its reason changes; a lease of another backend is one line for both families
     for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);

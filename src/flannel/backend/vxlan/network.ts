@@ -8,7 +8,7 @@ import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
 import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import { programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { Peer, PlanError, applyPlan, planPeers, programmed, readActual } from './peers';
 import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
@@ -158,17 +158,7 @@ export class VxlanNetwork implements Backend {
     }
     state.up = true;
     const index = this.indexOf(s);
-    let peers: Peer[];
-    let keys: Set<string> | undefined;
-    let skipped: string[];
-    if (before) {
-      const { removed, added } = 'leases' in change ? index.diff(change.leases) : change;
-      ({ keys, skipped } = index.apply(removed, added));
-      peers = [...keys].map((k) => index.wanted(k)).filter((p): p is Peer => !!p);
-    } else {
-      if (!('leases' in change)) throw new Error(`${name}: a changes pass before a full one`);
-      ({ peers, skipped } = index.reset(change.leases));
-    }
+    const { peers, keys, skipped } = peersToPlan(index, change, !!before, name);
     state.wanted = before ? before.size : peers.length;
     try {
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
