@@ -154,6 +154,13 @@ export class FakeKernel {
     return f;
   }
 
+  /** A node on the underlay eth0 (192.168.88.1/24): what the daemon's and the backends' tests start from. Not installed yet. */
+  static withUnderlay(): FakeKernel {
+    const kernel = new FakeKernel();
+    kernel.links().set('eth0', FakeKernel.link({ name: 'eth0', kind: 'veth', mtu: 1500, mac: '52:54:00:00:00:01', addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] }));
+    return kernel;
+  }
+
   /** A link as a test puts it in place by hand (the rest of FakeLink filled in). */
   static link(l: Pick<FakeLink, 'name' | 'mtu' | 'mac'> & Partial<FakeLink>): FakeLink {
     return { ifindex: nextIndex++, kind: l.vxlan ? 'vxlan' : 'dummy', up: true, promisc: false, addrs: [], slave: {}, bridge: {}, ...l };

@@ -22,9 +22,8 @@ import { waitFor } from '../../../support/wait';
 
 /** The node: eth0 on the underlay; the daemon's `ip`/`bridge` commands change the fake kernel, its firewall commands the fake firewall. */
 function fakeNode(): FakeKernel {
-  const kernel = new FakeKernel();
+  const kernel = FakeKernel.withUnderlay();
   kernel.firewall = new FakeFirewall();
-  kernel.links().set('eth0', FakeKernel.link({ name: 'eth0', kind: 'veth', mtu: 1500, mac: '52:54:00:00:00:01', addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] }));
   return kernel.install();
 }
 

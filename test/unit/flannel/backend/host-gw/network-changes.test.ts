@@ -19,9 +19,7 @@ describe('HostGwNetwork changes passes', () => {
   let logs: string[];
   let net: HostGwNetwork;
   beforeEach(async () => {
-    kernel = new FakeKernel();
-    kernel.links().set('eth0', FakeKernel.link({ name: 'eth0', kind: 'veth', mtu: 1500, mac: '52:54:00:00:00:01', addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] }));
-    kernel.install();
+    kernel = FakeKernel.withUnderlay().install();
     logs = [];
     net = new HostGwNetwork(CFG, ext, { log: (m) => logs.push(m), problems: new Reporter((m) => logs.push(m)), resync: () => {} });
     net.attach({ subnet: Prefix.parse('10.88.1.0/24')! });

@@ -23,9 +23,7 @@ describe('VxlanNetwork changes passes', () => {
   let logs: string[];
   let net: VxlanNetwork;
   beforeEach(async () => {
-    kernel = new FakeKernel();
-    kernel.links().set('eth0', FakeKernel.link({ name: 'eth0', kind: 'veth', mtu: 1500, mac: '52:54:00:00:00:01', addrs: [{ family: 'inet', local: '192.168.88.1', prefixlen: 24 }] }));
-    kernel.install();
+    kernel = FakeKernel.withUnderlay().install();
     logs = [];
     net = new VxlanNetwork(CFG, ext, { log: (m) => logs.push(m), problems: new Reporter((m) => logs.push(m)), resync: () => {} });
     const attrs = await net.leaseAttrs(undefined);
