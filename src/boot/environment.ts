@@ -7,7 +7,8 @@
 // stay trusted by every TLS connection). The rest are read later, when used
 // (NODE_TLS_REJECT_UNAUTHORIZED, NODE_REDIRECT_WARNINGS, NODE_DEBUG, ...):
 // removed here, first thing, so that they change nothing in this process and
-// reach none of its children (delegated plugins, ip, iptables).
+// reach none of its children (delegated plugins, ip, iptables). The same
+// restart gives the node daemon glibc's settings (malloc-tunables.ts).
 
 /** The variables Node reads at start-up, before a script runs: unset by the scripts' shebang (build.mjs). */
 export const STARTUP_NODE_VARIABLES = [
@@ -33,16 +34,20 @@ export const KEPT_NODE_VARIABLES: readonly string[] = ['NODE_NAME'];
 type Execve = (file: string, args: string[], env: Record<string, string | undefined>) => never;
 
 /**
- * Removes every NODE_* variable but KEPT_NODE_VARIABLES from this process's environment. With
- * `restart` (the standalone executable), when one Node read at start-up was
- * set, replaces this process with a fresh start of the same executable
- * without them (process.execve: same pid, same descriptors).
+ * Removes every NODE_* variable but KEPT_NODE_VARIABLES from this process's
+ * environment and sets those of `startWith` (variables read at start-up by
+ * others: glibc's GLIBC_TUNABLES). With `restart` (the standalone executable),
+ * when one Node read at start-up was set, or one of `startWith` was not as
+ * given, replaces this process with a fresh start of the same executable in
+ * that environment (process.execve: same pid, same descriptors).
  */
-export function ignoreNodeEnvironment(restart: boolean, env: NodeJS.ProcessEnv = process.env): void {
-  const readAtStart = STARTUP_NODE_VARIABLES.some((name) => env[name] !== undefined);
+export function ignoreNodeEnvironment(restart: boolean, env: NodeJS.ProcessEnv = process.env, startWith: Readonly<Record<string, string>> = {}): void {
+  const nodeReadAtStart = STARTUP_NODE_VARIABLES.some((name) => env[name] !== undefined);
   const coverage = env.NODE_V8_COVERAGE !== undefined;
   for (const name of Object.keys(env)) if (name.startsWith('NODE_') && !KEPT_NODE_VARIABLES.includes(name)) delete env[name];
-  if (!readAtStart || !restart) return;
+  const changed = Object.entries(startWith).filter(([name, value]) => env[name] !== value);
+  for (const [name, value] of changed) env[name] = value;
+  if ((!nodeReadAtStart && changed.length === 0) || !restart) return;
   // Coverage NODE_V8_COVERAGE started is written on the way out, execve included: stop it first.
   if (coverage) (require('node:v8') as typeof import('node:v8')).stopCoverage();
   const execve = (process as unknown as { execve?: Execve }).execve;

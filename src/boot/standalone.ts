@@ -2,17 +2,20 @@
 // executable application, so the host needs no Node.js. One file serves every
 // plugin, hard-linked under each name: it runs the bundle of the name it was
 // run as, from the assets build.mjs embedded beside this script, with the
-// same code cache as the script executables.
+// same code cache as the script executables. The node daemon starts with
+// glibc's malloc settings for a long-running process (malloc-tunables.ts).
 import { getAsset } from 'node:sea';
 import { basename } from 'node:path';
 import { runWithCodeCache } from './code-cache';
 import { ignoreNodeEnvironment } from './environment';
+import { startsDaemon, withDaemonTunables } from './malloc-tunables';
 
 /** Name run as -> [asset holding the bundle, code cache id, SHA-256 of the bundle]; written by build.mjs. */
 declare const __BUNDLES__: Record<string, [string, string, string]>;
 
-ignoreNodeEnvironment(true);
 const name = basename(process.argv0);
+const tunables = startsDaemon(name, process.argv.slice(2)) ? withDaemonTunables(process.env.GLIBC_TUNABLES) : undefined;
+ignoreNodeEnvironment(true, process.env, tunables === undefined ? {} : { GLIBC_TUNABLES: tunables });
 const bundle = Object.hasOwn(__BUNDLES__, name) ? __BUNDLES__[name] : undefined;
 if (bundle) {
   const [asset, id, sha256] = bundle;

@@ -7,7 +7,7 @@
 // portmap runs with dist/bin in bridge-interop.test.ts.
 // Subnets: flannel network 10.93.0.0/16, underlay 192.168.93.0/24.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Lab } from './bridge-helpers';
@@ -128,12 +128,21 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
 
     const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile]);
     // CNI_TS_CODE_CACHE_DIR in the environment: a daemon command line stays the daemon.
-    daemon = spawn(argv[0], argv.slice(1), { env: { PATH, CNI_TS_CODE_CACHE_DIR: join(dir, 'cc') }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // GLIBC_TUNABLES: an operator's own malloc setting, which the daemon keeps.
+    const tunables = 'glibc.malloc.arena_max=4';
+    daemon = spawn(argv[0], argv.slice(1), { env: { PATH, CNI_TS_CODE_CACHE_DIR: join(dir, 'cc'), GLIBC_TUNABLES: tunables }, stdio: ['ignore', 'pipe', 'pipe'] });
     daemon.stdout!.on('data', (b: Buffer) => (daemonLog += b));
     daemon.stderr!.on('data', (b: Buffer) => (daemonLog += b));
     await waitFor('the daemon to write subnet.env', () => existsSync(subnetFile), 30_000, 100).catch((e: Error) => {
       throw new Error(`${e.message}; the daemon said:\n${daemonLog}`);
     });
+    // The daemon restarted itself (same pid: unshare, sh and nsenter exec) with glibc's malloc
+    // settings for a long-running process added to the operator's (malloc-tunables.ts).
+    expect(readlinkSync(`/proc/${daemon.pid}/exe`)).toBe(flannel);
+    // (glibc parses GLIBC_TUNABLES in place: /proc shows its ':' as NUL, one tunable per entry.)
+    const environ = readFileSync(`/proc/${daemon.pid}/environ`, 'utf8').split('\0');
+    const at = environ.findIndex((v) => v.startsWith('GLIBC_TUNABLES='));
+    expect(environ.slice(at, at + 2)).toEqual([`GLIBC_TUNABLES=${tunables}`, 'glibc.malloc.mmap_threshold=131072']);
     const subnet = /^FLANNEL_SUBNET=(10\.93\.\d+)\.1\/24$/m.exec(readFileSync(subnetFile, 'utf8'))?.[1];
     expect(subnet, readFileSync(subnetFile, 'utf8')).toBeDefined();
 

@@ -7,4 +7,10 @@ describe('ignoreNodeEnvironment', () => {
     ignoreNodeEnvironment(false, env);
     expect(env).toEqual({ PATH: '/bin', CNI_COMMAND: 'ADD', NODENAME: 'x', NODE_NAME: 'n1' });
   });
+
+  it('sets the variables a start must have (GLIBC_TUNABLES), replacing a different value', () => {
+    const env: NodeJS.ProcessEnv = { PATH: '/bin', GLIBC_TUNABLES: 'glibc.malloc.check=3', NODE_DEBUG: 'net' };
+    ignoreNodeEnvironment(false, env, { GLIBC_TUNABLES: 'glibc.malloc.check=3:glibc.malloc.arena_max=2' });
+    expect(env).toEqual({ PATH: '/bin', GLIBC_TUNABLES: 'glibc.malloc.check=3:glibc.malloc.arena_max=2' });
+  });
 });
