@@ -22,7 +22,8 @@
 //   daemon's CPU for it (its /metrics count of the CPU its changes passes used);
 // - 100 Nodes created back to back, 100 deleted: until all are programmed /
 //   cleaned; daemon CPU per Node;
-// - RSS (VmRSS) after start and at the end, and its peak (VmHWM); the daemon's CPU while every Node's
+// - RSS (VmRSS; the executable read from disk by the run's first start, see below) after start and at
+//   the end, and its peak (VmHWM); the daemon's CPU while every Node's
 //   status is rewritten once per 10 s (kubelets' heartbeats);
 // - one periodic full reconcile pass (the daemon's /metrics histogram).
 // With the etcd and file stores (SCALE_STORE=kube,kube-host-gw,etcd,file by default): the
@@ -586,6 +587,11 @@ for (const { store, fam, n } of runs) {
   const dir = mkdtempSync(join(tmpdir(), 'cnibench-scale-'));
   try {
     setupNs();
+    // The executable leaves the page cache, so that the run's first start reads it from disk as
+    // after a reboot. Just written (a build) or read whole (a copy), it is cached in large folios,
+    // and the daemon's mapping of it then counts 15-30 MiB more RSS: shared, clean, not the
+    // daemon's (docs/speed.md). The first start is ~0.1 s slower for it.
+    spawnSync('dd', [`if=${DAEMON}`, 'iflag=nocache', 'count=0', 'status=none']);
     if (store === 'kube-host-gw') ipn('addr', 'add', '172.31.255.254/12', 'dev', 'ul0');
     const inner = spawnSync('nsenter', [`--net=${NETNS}`, '--', process.execPath, fileURLToPath(import.meta.url), '--inner', store, String(n), dir, fam], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: process.env });
     if (inner.status !== 0) throw new Error(`${store} ${fam} with ${n}: exited ${inner.status}`);
