@@ -127,7 +127,9 @@ async function startApi(dir) {
         r.on('data', (b) => (body += b));
         r.on('end', () => (r.statusCode === 200 ? res(JSON.parse(body).result) : rej(new Error(`${hook}: ${r.statusCode} ${body}`))));
       });
-      req.on('error', rej);
+      // A kept-alive connection the server closed as it was reused (its idle timeout): the request
+      // never reached it, so it is sent again on a new one (Node's documented retry for reusedSocket).
+      req.on('error', (err) => (req.reusedSocket && (err.code === 'EPIPE' || err.code === 'ECONNRESET') ? call(hook, ...args).then(res, rej) : rej(err)));
       req.end(JSON.stringify(args));
     });
   return { url, call, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))), pid: child.pid };
