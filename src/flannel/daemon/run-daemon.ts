@@ -80,11 +80,17 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   // made it grow, and V8 keeps what it grew. Measured at 5,000 Nodes: ~30 MiB less RSS for a little
   // more CPU in scavenges (docs/speed.md, "Cluster scale"). A long-running process only: plugins keep V8's default.
   setFlagsFromString('--semi-space-growth-factor=1');
-  // V8's heap settings for size over speed (a smaller old generation between collections, less
-  // compiled code kept): at 5,000 Nodes ~12 MiB less anonymous memory; heartbeats' CPU and the
-  // start moved less than this machine's noise (docs/speed.md, "Cluster scale").
-  setFlagsFromString('--optimize-for-size');
-  const afterFullPass = compactAfterFullPasses();
+  const compact = compactAfterFullPasses();
+  let started = false;
+  const afterFullPass = () => {
+    // Once started (the first full pass done), V8's heap settings for size over speed: a smaller old
+    // generation between collections, less compiled code kept. At 5,000 Nodes ~12 MiB less RSS;
+    // set from the beginning it also cost the start 60-80 ms more garbage collection while the
+    // Nodes are read (docs/speed.md, "Cluster scale").
+    if (!started) setFlagsFromString('--optimize-for-size');
+    started = true;
+    compact();
+  };
   let manager: SubnetManager;
   try {
     manager = await openManager(o);
