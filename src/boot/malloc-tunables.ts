@@ -8,9 +8,9 @@
 // freed (up to 32 MiB), after which blocks of that size (an API page, a kernel
 // listing: 100 KiB to megabytes at 5,000 Nodes) come from heaps it seldom
 // gives back, and it makes a heap per thread (8 per core) for V8's and libuv's
-// threads. Measured at 5,000 Nodes with V8's --optimize-for-size (run-daemon.ts):
-// 89-91 MiB RSS, 40-42 of it anonymous, against 105-106 (56-57) with that flag
-// alone (docs/speed.md, "Cluster scale").
+// threads. Measured at 5,000 Nodes (A/B, both with V8's --optimize-for-size):
+// 89-91 MiB RSS, 40-42 of it anonymous, against 105-106 (56-57) without them
+// (docs/speed.md, "Memory at 5,000 Nodes").
 
 /** The tunables the daemon starts with, unless the operator's GLIBC_TUNABLES sets them already. */
 export const DAEMON_MALLOC_TUNABLES: Readonly<Record<string, string>> = {

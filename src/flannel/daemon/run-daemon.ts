@@ -86,7 +86,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
     // Once started (the first full pass done), V8's heap settings for size over speed: a smaller old
     // generation between collections, less compiled code kept. At 5,000 Nodes ~12 MiB less RSS;
     // set from the beginning it also cost the start 60-80 ms more garbage collection while the
-    // Nodes are read (docs/speed.md, "Cluster scale").
+    // Nodes are read (docs/speed.md, "Memory at 5,000 Nodes").
     if (!started) setFlagsFromString('--optimize-for-size');
     started = true;
     compact();
