@@ -9,7 +9,7 @@ import type { Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
 import { peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
-import { Peer, PlanError, applyPlan, planPeers, programmed, readActual } from './peers';
+import { Peer, PlanError, applyPlans, planPeers, programmed, readActual, type Plan } from './peers';
 import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
@@ -32,6 +32,14 @@ function describeOptions(cfg: NetworkConfig, direct: readonly Prefix[]): string 
     ...(cfg.learning ? ['Learning'] : []),
   ];
   return on.length ? `, ${on.join(', ')}` : '';
+}
+
+/** One VTEP's pass between planning and applying: its plan (none: nothing to change, or it failed before) and what records the outcome. */
+interface SidePass {
+  state: SideState;
+  plan?: Plan;
+  /** Logs, counts and records the pass: `err` is what applying the plan threw (undefined: all made). */
+  finish(err: Error | undefined): void;
 }
 
 /** A full pass making more changes than this logs a summary line instead of one line per change. */
@@ -119,18 +127,14 @@ export class VxlanNetwork implements Backend {
     return removeOtherVteps(new Set(this.sides.map((s) => s.spec.name)), 'a VTEP of an earlier network config', this.log);
   }
 
-  async reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]> {
-    const states: SideState[] = [];
-    for (const s of this.sides) states.push(await this.reconcileSide(s, { leases }, why, full));
-    return states;
+  reconcile(leases: readonly Lease[], why: string, full: boolean): Promise<SideState[]> {
+    return this.reconcileSides({ leases }, why, full);
   }
 
   /** A changes pass from the leases that changed: undefined until a pass has programmed every VTEP in full. */
   async reconcileChanges(changes: LeaseChanges, why: string): Promise<SideState[] | undefined> {
     if (!this.programmedInFull()) return undefined;
-    const states: SideState[] = [];
-    for (const s of this.sides) states.push(await this.reconcileSide(s, changes, why, false));
-    return states;
+    return this.reconcileSides(changes, why, false);
   }
 
   programmedInFull(): boolean {
@@ -144,62 +148,83 @@ export class VxlanNetwork implements Backend {
   }
 
   /**
-   * One VTEP. A full pass (or the first) judges every lease and compares with
-   * the kernel; a changes pass, with a VTEP programmed in full before, takes
-   * the leases that changed (given, or found by comparing the list with the
-   * last one) and plans only the peer subnets they touch, from what was programmed.
+   * Every VTEP: each plans its pass, then all plans are applied together (one
+   * process per batch for both families), then each records its outcome.
    */
-  private async reconcileSide(s: Side, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
+  private async reconcileSides(change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState[]> {
+    const passes: SidePass[] = [];
+    for (const s of this.sides) passes.push(await this.planSide(s, change, why, full));
+    const planned = passes.filter((p) => p.plan);
+    // a batch that could not run at all (not a refused line) fails every plan in it
+    const outcomes = await applyPlans(planned.map((p) => p.plan!)).catch((err: Error) => planned.map(() => err));
+    for (const p of passes) p.finish(p.plan && outcomes[planned.indexOf(p)]);
+    return passes.map((p) => p.state);
+  }
+
+  /**
+   * One VTEP's pass, up to its plan. A full pass (or the first) judges every
+   * lease and compares with the kernel; a changes pass, with a VTEP programmed
+   * in full before, takes the leases that changed (given, or found by
+   * comparing the list with the last one) and plans only the peer subnets they
+   * touch, from what was programmed. `finish` records how applying it went.
+   */
+  private async planSide(s: Side, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SidePass> {
     const name = s.spec.name;
     const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
+    const nothingToFinish = { state, finish: () => {} };
     const before = full ? undefined : this.programmed.get(name);
     if (!before) {
-      if (!(await this.reconcileVtep(s, why))) return state;
+      if (!(await this.reconcileVtep(s, why))) return nothingToFinish;
     }
     state.up = true;
     const index = this.indexOf(s);
     const { peers, keys, skipped } = peersToPlan(index, change, !!before, name);
     state.wanted = before ? before.size : peers.length;
+    const failed = (err: unknown) => {
+      // not read, or not applied at all: none of them is known to be in place
+      if (!(err instanceof PlanError)) state.failed = peers.map((p) => p.subnet.toString());
+      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not programmed: ${state.failed.join(', ')})` : '';
+      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
+    };
+    let plan: Plan;
     try {
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
-      const plan = before
+      plan = before
         ? planPeers(peers, programmed([...keys!].map((k) => before.get(k)).filter((p): p is Peer => !!p), this.direct), name, s.pool.network, this.direct)
         : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
-      this.programmed.delete(name); // until the plan is applied in full
-      if (plan.changes.length) {
-        try {
-          await applyPlan(plan);
-          this.logChanges(plan.changes, why, !before);
-          this.metrics?.changesApplied(s.family, plan.changes.length);
-        } catch (err) {
-          // the rest was made all the same: say so, then report what the kernel refused
-          if (err instanceof PlanError) {
-            this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
-            this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
-            this.metrics?.changesFailed(s.family, err.failedChanges.size);
-            recordRefused(state, plan.subjects, err.failedChanges);
-          } else state.failed = peers.map((p) => p.subnet.toString());
-          // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
-          // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
-          // failed waits for the next change or period, not to spin on a refusing kernel.
-          if (before) this.resync(`${name}: some changes were refused`);
-          throw err;
+    } catch (err) {
+      failed(err);
+      return nothingToFinish;
+    }
+    this.programmed.delete(name); // until the plan is applied in full
+    const finish = (err: Error | undefined) => {
+      if (err) {
+        // the rest was made all the same: say so, then report what the kernel refused
+        if (err instanceof PlanError) {
+          this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
+          this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
+          this.metrics?.changesFailed(s.family, err.failedChanges.size);
+          recordRefused(state, plan.subjects, err.failedChanges);
         }
+        // Nothing is recorded as programmed: the next pass is a full one. After a changes pass it
+        // comes at once (the VTEP may be gone: the full pass makes it again); a full pass that
+        // failed waits for the next change or period, not to spin on a refusing kernel.
+        if (before) this.resync(`${name}: some changes were refused`);
+        return failed(err);
+      }
+      if (plan.changes.length) {
+        this.logChanges(plan.changes, why, !before);
+        this.metrics?.changesApplied(s.family, plan.changes.length);
       }
       const now = before ? programmedAfterChanges(before, keys!, (k) => index.wanted(k)) : new Map(peers.map((p) => [p.key ?? p.subnet.toString(), p]));
       this.programmed.set(name, now);
       state.wanted = now.size;
       this.metrics?.peers(s.family, now.size);
       this.problems.clear(`peers ${name}`, `${name}: every peer is programmed again`);
-    } catch (err) {
-      // not read, or not applied at all: none of them is known to be in place
-      if (!(err instanceof PlanError)) state.failed = peers.map((p) => p.subnet.toString());
-      const counted = state.failed.length ? ` (${state.failed.length} of ${peers.length} peers not programmed: ${state.failed.join(', ')})` : '';
-      this.problems.report(`peers ${name}`, `reconcile failed: ${name} peers: ${(err as Error).message}${counted}; retrying on each reconcile`);
-    }
-    return state;
+    };
+    return { state, ...(plan.changes.length ? { plan } : {}), finish };
   }
 
   /**

@@ -349,16 +349,30 @@ export async function readActual(dev: string, netns?: string, family: 4 | 6 = 4,
  * and routes out); the refused lines are thrown afterwards as a PlanError.
  */
 export async function applyPlan(plan: Plan, netns?: string): Promise<void> {
-  const failures: string[] = [];
-  const failedChanges = new Set<number>();
+  const [refused] = await applyPlans([plan], netns);
+  if (refused) throw refused;
+}
+
+/**
+ * Applies the plans of several VTEPs (a dual-stack node's two) as one plan:
+ * each batch holds the lines of every plan, so both families cost one `ip`,
+ * one `bridge` and one `ip` process, not one each. Per plan, the lines the
+ * kernel refused, as a PlanError (undefined: all made).
+ */
+export async function applyPlans(plans: readonly Plan[], netns?: string): Promise<(PlanError | undefined)[]> {
+  const failures = plans.map((): string[] => []);
+  const failedChanges = plans.map(() => new Set<number>());
   for (const [program, batch] of [['ip', 'ipFirst'], ['bridge', 'bridge'], ['ip', 'ipLast']] as const) {
-    const lines = plan[batch];
+    const lines = plans.flatMap((p) => p[batch]);
+    // per line of the joint batch: its plan, and its change in that plan
+    const owners = plans.flatMap((p, k) => p.owners[batch].map((change) => [k, change] as const));
     const res = await runBatch(program, lines, { netns });
     res.errors.forEach((msg, i) => {
       if (msg === undefined) return;
-      failures.push(`${program} ${lines[i].join(' ')}: ${msg}`);
-      failedChanges.add(plan.owners[batch][i]);
+      const [k, change] = owners[i];
+      failures[k].push(`${program} ${lines[i].join(' ')}: ${msg}`);
+      failedChanges[k].add(change);
     });
   }
-  if (failures.length) throw new PlanError(failures, failedChanges);
+  return plans.map((_, k) => (failures[k].length ? new PlanError(failures[k], failedChanges[k]) : undefined));
 }

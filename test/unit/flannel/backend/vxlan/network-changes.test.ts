@@ -71,3 +71,39 @@ describe('VxlanNetwork changes passes', () => {
     expect(afterChanges.routes).toHaveLength(100);
   });
 });
+
+describe('VxlanNetwork on a dual-stack lease', () => {
+  const CFG6 = parseNetworkConfig('{"Network":"10.88.0.0/16","EnableIPv6":true,"IPv6Network":"fd88:0:1::/48","Backend":{"Type":"vxlan"}}');
+  const ext6 = { ...ext, localIPv6: IP.parse('fd88:88::1')!, publicIPv6: IP.parse('fd88:88::1')! };
+  const dual = (n: number, gen = 0): Lease => ({
+    ...lease(n, gen),
+    ipv6Subnet: Prefix.parse(`fd88:0:1:${hex(n)}::/64`)!,
+    attrs: { ...lease(n, gen).attrs, v6Vni: 1, v6VtepMAC: `0a:00:00:00:6${gen}:${hex(n)}`, publicIPv6: IP.parse(`fd88:88::${hex(n)}`)! },
+  });
+  let kernel: FakeKernel;
+  afterEach(() => kernel.uninstall());
+
+  it('both VTEPs are programmed by one ip, one bridge and one ip process per pass, not one set per family', async () => {
+    kernel = FakeKernel.withUnderlay().install();
+    const net = new VxlanNetwork(CFG6, ext6, { log: () => {}, problems: new Reporter(() => {}), resync: () => {} });
+    net.attach({ subnet: Prefix.parse('10.88.1.0/24')!, ipv6Subnet: Prefix.parse('fd88:0:1:1::/64')! }, await net.leaseAttrs(undefined));
+    await net.setUp();
+    const leases = [2, 3, 4].map((n) => dual(n));
+    const batches = (from: number) => kernel.calls.slice(from).filter((c) => c.argv.includes('-batch')).map((c) => c.argv[0]);
+    let from = kernel.calls.length;
+    const states = await net.reconcile(leases, 'start', true);
+    expect(states.map((s) => [s.vtep, s.wanted, s.failed])).toEqual([['flannel.1', 3, []], ['flannel-v6.1', 3, []]]);
+    expect(batches(from)).toEqual(['ip', 'bridge', 'ip']);
+    // one node's two VTEP MACs changed: a neighbour and FDB entries per family, in two processes
+    from = kernel.calls.length;
+    const changed = dual(3, 1);
+    await net.reconcileChanges({ removed: [leases[1]], added: [changed] }, 'changes');
+    expect(batches(from)).toEqual(['ip', 'bridge']);
+    const lines = kernel.calls.slice(from).flatMap((c) => c.input!.trim().split('\n'));
+    expect(lines.filter((l) => l.startsWith('neigh')).sort()).toEqual([
+      'neigh replace 10.88.3.0 lladdr 0a:00:00:00:01:03 dev flannel.1 nud permanent',
+      'neigh replace fd88:0:1:3:: lladdr 0a:00:00:00:61:03 dev flannel-v6.1 nud permanent',
+    ]);
+    expect(kernel.neigh().filter((n) => n.dst === 'fd88:0:1:3::').map((n) => n.lladdr)).toEqual(['0a:00:00:00:61:03']);
+  });
+});

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { IP, Prefix } from '../../../../../src/net/ip';
-import { Actual, PlanError, applyPlan, desiredPeers, planPeers } from '../../../../../src/flannel/backend/vxlan/peers';
+import { Actual, PlanError, applyPlan, applyPlans, desiredPeers, planPeers } from '../../../../../src/flannel/backend/vxlan/peers';
 import { FakeKernel } from '../../../../support/fake-kernel';
 import { Lease, LeaseAttrs } from '../../../../../src/flannel/lease';
 
@@ -308,6 +308,27 @@ describe('IPv6 peers on flannel-v6.<VNI>', () => {
   it('the IPv4 side of the same dual-stack leases uses BackendData and PublicIP', () => {
     const { peers } = desiredPeers([dual(1), dual(2)], { subnet: P('10.88.1.0/24'), publicIP: IP.parse('192.168.88.1')!, vni: 1 }, net);
     expect(peers).toEqual([{ subnet: P('10.88.2.0/24'), key: '10.88.2.0/24', vtepIP: '10.88.2.0', mac: '0a:00:00:00:04:02', publicIP: '192.168.88.2' }]);
+  });
+  it('both families\' plans are applied together: one ip, one bridge and one ip process for both VTEPs; a refused line is its plan\'s alone', async () => {
+    const kernel = new FakeKernel().install();
+    try {
+      const vtep = (name: string, local: string) => FakeKernel.link({ name, mtu: 1450, mac: '0a:00:00:00:00:01', vxlan: { id: 1, local, link: 'eth0', port: 8472, learning: false } });
+      kernel.links().set('flannel.1', vtep('flannel.1', '192.168.88.1'));
+      kernel.links().set('flannel-v6.1', vtep('flannel-v6.1', 'fd88:88::1'));
+      kernel.failures.push({ match: 'neigh replace fd88:0:1:3:: ', msg: 'RTNETLINK answers: Invalid argument' });
+      const self4 = { subnet: P('10.88.1.0/24'), publicIP: IP.parse('192.168.88.1')!, vni: 1 };
+      const v4 = planPeers(desiredPeers([dual(2), dual(3)], self4, net).peers, empty, 'flannel.1', net);
+      const v6 = planPeers(desiredPeers([dual(2), dual(3)], self6, net6).peers, empty, 'flannel-v6.1', net6);
+      const [refused4, refused6] = await applyPlans([v4, v6]);
+      expect(kernel.calls.map((c) => c.argv[0])).toEqual(['ip', 'bridge', 'ip']);
+      expect(kernel.routesIn().map((r) => r.dst).sort()).toEqual(['10.88.2.0/24', '10.88.3.0/24', 'fd88:0:1:2::/64', 'fd88:0:1:3::/64']);
+      expect(kernel.neigh().map((n) => n.dst).sort()).toEqual(['10.88.2.0', '10.88.3.0', 'fd88:0:1:2::']);
+      expect(refused4).toBeUndefined();
+      expect(refused6).toBeInstanceOf(PlanError);
+      expect([...refused6!.failedChanges].map((i) => v6.changes[i])).toEqual(['neigh fd88:0:1:3:: → 0a:00:00:00:06:03: added']);
+    } finally {
+      kernel.uninstall();
+    }
   });
   it('a new peer: neighbour, FDB (dst = PublicIPv6), route via its subnet address onlink', () => {
     const plan = planPeers(desiredPeers([dual(2)], self6, net6).peers, { neigh: [], fdb: [], routes: [] }, 'flannel-v6.1', net6);
