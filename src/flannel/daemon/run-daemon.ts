@@ -80,17 +80,13 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   // made it grow, and V8 keeps what it grew. Measured at 5,000 Nodes: ~30 MiB less RSS for a little
   // more CPU in scavenges (docs/speed.md, "Cluster scale"). A long-running process only: plugins keep V8's default.
   setFlagsFromString('--semi-space-growth-factor=1');
-  const compact = compactAfterFullPasses();
-  let started = false;
-  const afterFullPass = () => {
-    // Once started (the first full pass done), V8's heap settings for size over speed: a smaller old
-    // generation between collections, less compiled code kept. At 5,000 Nodes ~12 MiB less RSS;
-    // set from the beginning it also cost the start 60-80 ms more garbage collection while the
-    // Nodes are read (docs/speed.md, "Memory at 5,000 Nodes").
-    if (!started) setFlagsFromString('--optimize-for-size');
-    started = true;
-    compact();
-  };
+  // V8's heap settings for size over speed (a smaller old generation between collections, less
+  // compiled code kept). At 5,000 Nodes, with glibc's tunables (boot/malloc-tunables.ts): ~90 MiB RSS
+  // from the start on and a peak of ~100, against ~100 after the start, ~95 at the end and a peak up
+  // to 120 when set once started; the price is ~60-100 ms more garbage collection while the Nodes
+  // are read (docs/speed.md, "Memory at 5,000 Nodes").
+  setFlagsFromString('--optimize-for-size');
+  const afterFullPass = compactAfterFullPasses();
   let manager: SubnetManager;
   try {
     manager = await openManager(o);
