@@ -31,6 +31,14 @@ export const STARTUP_NODE_VARIABLES = [
  */
 export const KEPT_NODE_VARIABLES: readonly string[] = ['NODE_NAME'];
 
+/**
+ * Set in the environment of a restart made for `startWith` (below); the
+ * restarted start removes it and does not restart for `startWith` again,
+ * whatever it finds: glibc may drop GLIBC_TUNABLES from a secure-mode process
+ * (setuid, file capabilities), and a restart must not repeat forever.
+ */
+export const RESTARTED_VARIABLE = 'CNI_TS_RESTARTED';
+
 type Execve = (file: string, args: string[], env: Record<string, string | undefined>) => never;
 
 /**
@@ -39,20 +47,23 @@ type Execve = (file: string, args: string[], env: Record<string, string | undefi
  * others: glibc's GLIBC_TUNABLES). With `restart` (the standalone executable),
  * when one Node read at start-up was set, or one of `startWith` was not as
  * given, replaces this process with a fresh start of the same executable in
- * that environment (process.execve: same pid, same descriptors).
+ * that environment (process.execve: same pid, same descriptors); at most once
+ * for `startWith` (RESTARTED_VARIABLE).
  */
 export function ignoreNodeEnvironment(restart: boolean, env: NodeJS.ProcessEnv = process.env, startWith: Readonly<Record<string, string>> = {}): void {
   const nodeReadAtStart = STARTUP_NODE_VARIABLES.some((name) => env[name] !== undefined);
   const coverage = env.NODE_V8_COVERAGE !== undefined;
   for (const name of Object.keys(env)) if (name.startsWith('NODE_') && !KEPT_NODE_VARIABLES.includes(name)) delete env[name];
-  const changed = Object.entries(startWith).filter(([name, value]) => env[name] !== value);
+  const restarted = env[RESTARTED_VARIABLE] !== undefined;
+  delete env[RESTARTED_VARIABLE];
+  const changed = restarted ? [] : Object.entries(startWith).filter(([name, value]) => env[name] !== value);
   for (const [name, value] of changed) env[name] = value;
   if ((!nodeReadAtStart && changed.length === 0) || !restart) return;
   // Coverage NODE_V8_COVERAGE started is written on the way out, execve included: stop it first.
   if (coverage) (require('node:v8') as typeof import('node:v8')).stopCoverage();
   const execve = (process as unknown as { execve?: Execve }).execve;
   try {
-    if (execve) execve(process.execPath, [process.argv0, ...process.argv.slice(2)], env);
+    if (execve) execve(process.execPath, [process.argv0, ...process.argv.slice(2)], changed.length ? { ...env, [RESTARTED_VARIABLE]: '1' } : env);
   } catch {
     // not replaced: go on in this process (without the variables Node reads later)
   }
