@@ -6,6 +6,7 @@
 // rules under a FORWARD policy of DROP, the resync, /healthz, a flag from
 // FLANNELD_<FLAG>, and the rules' removal with --release-on-exit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, FLANNEL, Host, NETWORK, Pod, Topology, sleep, printDaemonLogsOnFailure } from './flannel-topology';
@@ -263,6 +264,34 @@ describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward r
     await waitAndReport('the VTEP to be recreated by a reconcile pass', () => /VTEP flannel.1 was missing \(.*\): recreated/.test(d6!.log()), 30_000, 200);
     await waitAndReport('/healthz and /readyz to be 200 after the pass', async () => (await healthz('/healthz')) === '200 ok' && (await healthz('/readyz')) === '200 ok', 30_000, 200);
     expect(await topo.ping(p7, p6.ip)).toBe(true);
+  });
+
+  it('/healthz answers the node while a host on the underlay holds 64 idle connections to it, reopened as soon as closed', async () => {
+    // the stranger: 64 connections that never send a byte, each reopened the moment it is closed
+    const stranger =
+      "const net = require('net'); let opened = 0, ready = false;" +
+      "const open = () => { opened++; const s = net.connect(+process.argv[2], process.argv[1]); s.on('error', () => {}); s.on('close', () => setImmediate(open));" +
+      " s.on('connect', () => { if (!ready && opened >= 64) { ready = true; console.log('ready'); } }); };" +
+      "for (let i = 0; i < 64; i++) open(); process.on('SIGTERM', () => { console.log('opened', opened); process.exit(0); });";
+    const proc = spawn('nsenter', [`--net=${world.path}`, '--', process.execPath, '-e', stranger, n6.ip, String(HEALTHZ_PORT)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    proc.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    try {
+      await waitFor('the stranger\'s 64 connections', () => out.includes('ready'), 20_000);
+      // the node's probes, as the kubelet's: 20 GETs half a second apart, each given 1 s
+      const poll =
+        "let ok = 0; const one = () => fetch(process.argv[1], { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);" +
+        "(async () => { for (let i = 0; i < 20; i++) { if (await one()) ok++; await new Promise((r) => setTimeout(r, 500)); } console.log(ok); })();";
+      const r = await runIn(n6.path, [process.execPath, '-e', poll, `http://${n6.ip}:${HEALTHZ_PORT}/healthz`]);
+      const ok = Number(r.stdout.trim());
+      proc.kill('SIGTERM');
+      await waitFor('the stranger to report', () => out.includes('opened'), 10_000);
+      process.stdout.write(`[flf] /healthz answered ${ok} of 20 probes while a stranger held 64 idle connections (${out.trim().split('\n').pop()} in all)\n`);
+      expect(ok).toBeGreaterThanOrEqual(18);
+      expect(Number(/opened (\d+)/.exec(out)![1])).toBeGreaterThan(64); // its idle connections were closed (and reopened)
+    } finally {
+      proc.kill('SIGKILL');
+    }
   });
 
   it('--iptables-forward-rules (the default) carries pods\' traffic through a FORWARD policy of DROP (as Docker sets it); with =false it does not', async () => {
