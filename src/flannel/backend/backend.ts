@@ -27,6 +27,8 @@ export interface ExternalInterface {
   publicIPv6?: IP;
   /** The subnets `dev` is directly on (its IPv4 and global IPv6 prefixes): DirectRouting's input. */
   subnets: Prefix[];
+  /** Every address of this node's interfaces: no peer's public address may be one (backend/public-address.ts). */
+  ownAddresses?: IP[];
   mtu: number;
 }
 

@@ -10,13 +10,14 @@ import { isPermanent } from '../../iproute/neigh';
 import { IP, Prefix } from '../../net/ip';
 import { LeaseSubnets, describeSubnets, leaseKey, subnetOf } from '../lease';
 import { parseNetworkConfig } from '../netconfig';
-import { Actual, Peer, desiredPeers, isDirectPeer, readActual } from '../backend/vxlan/peers';
+import { Actual, Peer, isDirectPeer, readActual } from '../backend/vxlan/peers';
+import { desiredPeers } from '../backend/vxlan/peer-index';
 import type { LeaseList } from '../manager';
 import { parseSubnetEnv, subnetsOf } from '../subnet-env';
 import { vtep6Name, vtepName } from '../backend/vxlan/vtep';
-import { getLink, isUp, linkMac, type IpLink } from '../../iproute/link';
+import { getLink, isUp, linkMac, listLinks, type IpLink } from '../../iproute/link';
 import { vxlanAttrs } from '../../iproute/vxlan';
-import { connectedSubnets } from '../daemon/underlay';
+import { allAddresses, connectedSubnets } from '../daemon/underlay';
 import { desiredRoutes, readRoutes } from '../backend/host-gw/routes';
 import type { Lease } from '../lease';
 import type { NetworkConfig, Pool } from '../netconfig';
@@ -160,8 +161,9 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
     ...(a?.v6VtepMAC ? { v6VtepMAC: a.v6VtepMAC } : {}),
   };
   if (!own) report.problems.push(`lease ${describeSubnets(mine)} is not in the store`);
+  const ours = allAddresses(await listLinks()); // judged as the daemon judges them: no peer at an address of ours
   if (cfg.backend === 'host-gw') {
-    await hostGwPeers(report, cfg, mine, leases, a?.publicIP, a?.publicIPv6);
+    await hostGwPeers(report, cfg, mine, leases, ours, a?.publicIP, a?.publicIPv6);
     return report;
   }
 
@@ -188,7 +190,7 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
     else report.vtep6 = vtep;
     if (!link) continue;
 
-    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link) };
+    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link), own: ours };
     const { peers, skipped } = desiredPeers(leases, self, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
     const direct = cfg.directRouting ? await directSubnets(link) : [];
@@ -206,12 +208,12 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
 }
 
 /** host-gw: each peer's route via its public address (on whichever device the kernel has it). */
-async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: LeaseSubnets, leases: Lease[], publicIP?: IP, publicIPv6?: IP): Promise<void> {
+async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: LeaseSubnets, leases: Lease[], own: IP[], publicIP?: IP, publicIPv6?: IP): Promise<void> {
   for (const family of [4, 6] as const) {
     const pool: Pool | undefined = family === 4 ? cfg.v4 : cfg.v6;
     const subnet = subnetOf(mine, family);
     if (!pool || !subnet) continue;
-    const { peers, skipped } = desiredRoutes(leases, { subnet, publicIP: family === 4 ? publicIP : publicIPv6 }, pool.network);
+    const { peers, skipped } = desiredRoutes(leases, { subnet, publicIP: family === 4 ? publicIP : publicIPv6, own }, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
     const routes = await readRoutes(pool.network);
     for (const p of peers) {

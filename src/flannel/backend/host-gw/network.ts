@@ -8,6 +8,7 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
+import type { IP, Prefix } from '../../../net/ip';
 import { familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
@@ -36,6 +37,8 @@ export class HostGwNetwork implements Backend {
   private readonly programmed = new Map<4 | 6, Map<string, RoutePeer>>();
   /** Per family, the routes the leases ask for, kept lease by lease. */
   private readonly indexes = new Map<4 | 6, RouteIndex>();
+  /** What a peer's public address may not be: this node's addresses, its underlay's broadcast. */
+  private readonly addresses: { own?: readonly IP[]; underlay: readonly Prefix[] };
   /** Families whose routes could not be read on the last pass. */
   private readonly unread = new Set<string>();
   private readonly log;
@@ -56,6 +59,7 @@ export class HostGwNetwork implements Backend {
     }
     this.dev = ext.dev;
     this.mtu = ext.mtu;
+    this.addresses = { own: ext.ownAddresses, underlay: ext.subnets };
     this.description = `host-gw: peers routed via their public addresses on ${ext.dev}, MTU ${ext.mtu}`;
   }
 
@@ -114,7 +118,7 @@ export class HostGwNetwork implements Backend {
   private async reconcileFamily(f: LeasedFamily, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
     const key = `routes${f.family}`;
     let index = this.indexes.get(f.family);
-    if (!index) this.indexes.set(f.family, (index = new RouteIndex(f, f.pool.network)));
+    if (!index) this.indexes.set(f.family, (index = new RouteIndex({ ...f, ...this.addresses }, f.pool.network)));
     const before = full ? undefined : this.programmed.get(f.family);
     const { peers, keys, skipped } = peersToPlan(index, change, !!before, `IPv${f.family} routes`);
     const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: before ? before.size : peers.length, failed: [], staleLeft: 0 };

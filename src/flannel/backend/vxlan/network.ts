@@ -5,7 +5,7 @@
 import { settleAll } from '../../../util/settle';
 import { deleteLink, getLink, linkMac } from '../../../iproute/link';
 import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
-import type { Prefix } from '../../../net/ip';
+import type { IP, Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
 import { peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
@@ -67,6 +67,8 @@ export class VxlanNetwork implements Backend {
   private readonly programmed = new Map<string, Map<string, Peer>>();
   /** Per VTEP, the peers the leases ask for, kept lease by lease (each lease object judged once). */
   private readonly indexes = new Map<string, PeerIndex>();
+  /** What a peer's public address may not be: this node's addresses, its underlay's broadcast. */
+  private readonly addresses: { own?: readonly IP[]; underlay: readonly Prefix[] };
 
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
@@ -76,6 +78,7 @@ export class VxlanNetwork implements Backend {
     this.plans = planSides(cfg, ext);
     this.mtu = podMtu(this.plans);
     this.direct = cfg.directRouting ? ext.subnets : [];
+    this.addresses = { own: ext.ownAddresses, underlay: ext.subnets };
     this.description = `vxlan: ${this.plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}${describeOptions(cfg, this.direct)}`;
     if (cfg.mtu !== undefined && cfg.mtu > ext.mtu) {
       this.log(`Backend.MTU ${cfg.mtu} is above ${ext.dev}'s MTU ${ext.mtu}: the VTEPs are sized for ${ext.mtu} (the kernel would clamp them there)`);
@@ -143,7 +146,7 @@ export class VxlanNetwork implements Backend {
 
   private indexOf(s: Side): PeerIndex {
     let index = this.indexes.get(s.spec.name);
-    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex(selfOf(s), s.pool.network, new WeakMap())));
+    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex({ ...selfOf(s), ...this.addresses }, s.pool.network, new WeakMap())));
     return index;
   }
 
