@@ -12,6 +12,7 @@ import { describeSubnets, type Lease } from '../lease';
 interface Claim {
   lease: Lease;
   subnet: Prefix;
+  key: string;
   /** When its node came (ms since the epoch), when the manager knows; else after every lease that has one. */
   since: number;
   /** Arrival order: breaks ties, and ranks the leases of a store. */
@@ -40,7 +41,7 @@ export class SubnetClaims {
 
   /** `rank`: the arrival rank of the claim it replaces (a lease rewritten stays established), from remove(). */
   add(lease: Lease, subnet: Prefix, key: string, rank?: number): void {
-    const claim: Claim = { lease, subnet, since: lease.since ?? Number.MAX_VALUE, seq: rank ?? this.seq++ };
+    const claim: Claim = { lease, subnet, key, since: lease.since ?? Number.MAX_VALUE, seq: rank ?? this.seq++ };
     this.byLease.set(lease, claim);
     const at = this.byKey.get(key);
     if (at) at.push(claim);
@@ -76,13 +77,14 @@ export class SubnetClaims {
     return (this.byKey.get(key) ?? []).map((c) => c.lease);
   }
 
-  /** The keys of the claims overlapping `subnet` (its own key included when claimed). */
-  overlapping(subnet: Prefix): string[] {
+  /** The keys of the claims overlapping `subnet` (keyed `key`: its own key included when claimed). */
+  overlapping(subnet: Prefix, key = subnet.toString()): string[] {
     const keys: string[] = [];
     for (const [length, claimed] of this.byLength) {
       if (length <= subnet.length) {
-        const key = Prefix.of(subnet.address, length).toString(); // the one subnet of that length holding it
-        if (claimed.has(key)) keys.push(key);
+        // the one subnet of that length holding it (usually its own: every lease of one size)
+        const holder = length === subnet.length ? key : Prefix.of(subnet.address, length).toString();
+        if (claimed.has(holder)) keys.push(holder);
       } else {
         for (const [key, p] of claimed) if (subnet.contains(p.network)) keys.push(key);
       }
@@ -95,7 +97,7 @@ export class SubnetClaims {
     const claim = this.byLease.get(lease);
     if (!claim) return undefined;
     let first: Claim | undefined;
-    for (const key of this.overlapping(claim.subnet)) {
+    for (const key of this.overlapping(claim.subnet, claim.key)) {
       for (const c of this.byKey.get(key)!) if (c !== claim && before(c, claim) && (!first || before(c, first))) first = c;
     }
     return first?.lease;

@@ -92,7 +92,7 @@ export class PeerIndex {
       const p = this.judged.get(l);
       this.judged.delete(l);
       if (!p) continue;
-      for (const k of this.claims.overlapping(p.subnet)) keys.add(k);
+      for (const k of this.claims.overlapping(p.subnet, p.key)) keys.add(k);
       this.unlink(this.byMac, p.mac, l);
       const rank = this.claims.remove(l, p.key!)!;
       ranks.set(p.key!, Math.min(rank, ranks.get(p.key!) ?? rank));
@@ -102,7 +102,7 @@ export class PeerIndex {
     for (const l of added) {
       const p = this.judged.get(l);
       if (!p) continue;
-      for (const k of this.claims.overlapping(p.subnet)) keys.add(k);
+      for (const k of this.claims.overlapping(p.subnet, p.key)) keys.add(k);
       macs.add(p.mac);
     }
     for (const mac of macs) {
