@@ -22,6 +22,7 @@ import { loadAll } from 'js-yaml';
 import { Host, Topology, UNDERLAY_PREFIX, enter, fileOf } from './flannel-topology';
 import { waitFor } from '../support/wait';
 import { ROOT, runProcess, sh } from './helpers';
+import { ELF_MACHINE, elfMachines, foreignElf, unpackImage } from './artifacts';
 import { TestCA } from '../support/pki';
 import { KubeApiServerProcess, spawnClusterApiServer } from '../support/kube-apiserver-process';
 import { PrivateContainerd } from './containerd';
@@ -344,6 +345,17 @@ describe('deploy/kube-flannel.yml with the image, run as a kubelet runs it', () 
     expect(await logsOf(running.n3)).toMatch(/reusing VTEP flannel\.1/);
     expect(await topo.ping(p3, p2.ip)).toBe(true);
   }, 180_000);
+
+  it('holds x86-64 executables and libraries only (its Debian layer\'s too); its config says linux/amd64 (arm64\'s: arm64.test.ts)', () => {
+    const image = unpackImage(IMAGE_TAR, join(topo.tmp.path, 'unpacked'));
+    expect(image.config).toMatchObject({ architecture: 'amd64', os: 'linux' });
+    const machines = elfMachines(image.root);
+    expect(machines.size).toBeGreaterThan(100);
+    for (const f of ['opt/cni-ts/bin/vxlan-flannel', 'usr/sbin/xtables-nft-multi', 'usr/bin/ip', 'usr/bin/nsenter']) {
+      expect(machines.has(f), f).toBe(true);
+    }
+    expect(foreignElf(machines, ELF_MACHINE.amd64)).toEqual([]);
+  }, 60_000);
 
   it('containerd takes the same archive: `ctr images import` gives the image the manifest names', async () => {
     const ctrd = await PrivateContainerd.start({ name: 'kfi', bridge: 'kfi-ctrd', subnet: '10.77.241.0/24' });

@@ -20,9 +20,10 @@ describe('deploy/kube-flannel.yml', () => {
     for (let i = 0; i < ours.length; i++) if (ours[i].kind !== 'DaemonSet') expect(ours[i]).toEqual(theirs[i]);
   });
 
-  it('the DaemonSet is flannel\'s but for the image and the commands: same probes, env, capabilities, volumes, tolerations, priority', () => {
+  it('the DaemonSet is flannel\'s but for the image, the commands and the architectures: same probes, env, capabilities, volumes, tolerations, priority', () => {
     const ds = ours.find((o) => o.kind === 'DaemonSet')!;
     const ref = theirs.find((o) => o.kind === 'DaemonSet')!;
+    const ARCH_TERM = { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64', 'arm64'] };
     const strip = (d: Obj) => {
       const c = structuredClone(d);
       for (const k of [...c.spec.template.spec.initContainers, ...c.spec.template.spec.containers]) {
@@ -30,9 +31,17 @@ describe('deploy/kube-flannel.yml', () => {
         delete k.command;
         delete k.args;
       }
+      for (const term of c.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) {
+        term.matchExpressions = term.matchExpressions.filter((e: Obj) => e.key !== ARCH_TERM.key);
+      }
       return c;
     };
     expect(strip(ds)).toEqual(strip(ref));
+    // flannel's image is built for every architecture it runs on; ours for amd64 and arm64: the pod is
+    // scheduled on those only (with flannel's Linux term), never where its image could not run
+    expect(ds.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, ARCH_TERM] },
+    ]);
     const [plugin, conf] = ds.spec.template.spec.initContainers;
     const [daemon] = ds.spec.template.spec.containers;
     expect([plugin.image, conf.image, daemon.image]).toEqual([IMAGE, IMAGE, IMAGE]);
