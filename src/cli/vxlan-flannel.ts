@@ -157,7 +157,7 @@ export async function main(argv: string[]): Promise<void> {
       .option('--healthz-ip <ip>', 'address /healthz and /readyz listen on', ipArg('--healthz-ip'), '0.0.0.0')
       .option('--healthz-port <port>', 'port for /healthz and /readyz; 0: no health server', intArg('--healthz-port', 0, 65535), 0)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
-      .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
+      .option('--reconcile-interval <seconds>', 'period of the full reconcile, which reads every peer entry back from the kernel (drift is repaired as the kernel reports it: this is the safety net; 10 s while notifications cannot be followed)', intArg('--reconcile-interval', 1, 3600), 300)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
       .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),

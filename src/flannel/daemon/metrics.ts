@@ -14,6 +14,8 @@ import { IP, type Prefix } from '../../net/ip';
 
 /** Upper bounds of the reconcile duration buckets, in seconds. */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Upper bounds of the lease change latency buckets, in seconds (the goal is 10 ms). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
 export const DEFAULT_IPAM_DIR = '/var/lib/cni/networks';
 
@@ -53,6 +55,7 @@ export class DaemonMetrics {
   private readonly passes = new Map<string, number>();
   private readonly durations = new Map<Kind, Histogram>();
   private readonly cpu = new Map<Kind, number>();
+  private readonly latency: Histogram = { counts: LATENCY_BUCKETS.map(() => 0), sum: 0, count: 0 };
   private lastSuccess?: number;
   private watchErrors = 0;
   private renewals = 0;
@@ -86,6 +89,13 @@ export class DaemonMetrics {
     h.sum += seconds;
     h.count++;
     if (ok) this.lastSuccess = now / 1000;
+  }
+
+  /** A pass applied the lease changes the watch reported, the oldest `seconds` after it reached the daemon. */
+  leaseChangeApplied(seconds: number): void {
+    LATENCY_BUCKETS.forEach((le, i) => seconds <= le && this.latency.counts[i]++);
+    this.latency.sum += seconds;
+    this.latency.count++;
   }
 
   watchError(): void {
@@ -160,6 +170,9 @@ export class DaemonMetrics {
       hist.push(['flannel_reconcile_duration_seconds_bucket', { kind, le: '+Inf' }, h.count]);
       hist.push(['flannel_reconcile_duration_seconds_sum', { kind }, h.sum], ['flannel_reconcile_duration_seconds_count', { kind }, h.count]);
     }
+    const latency: [string, Labels, number][] = LATENCY_BUCKETS.map((le, i) => ['flannel_lease_change_apply_seconds_bucket', { le: String(le) }, this.latency.counts[i]]);
+    latency.push(['flannel_lease_change_apply_seconds_bucket', { le: '+Inf' }, this.latency.count]);
+    latency.push(['flannel_lease_change_apply_seconds_sum', {}, this.latency.sum], ['flannel_lease_change_apply_seconds_count', {}, this.latency.count]);
     const passes: [string, Labels, number][] = [...this.passes].sort().map(([key, v]) => {
       const [kind, result] = key.split(' ');
       return ['flannel_reconcile_passes_total', { kind, result }, v];
@@ -171,6 +184,7 @@ export class DaemonMetrics {
         family('flannel_peer_changes_failed_total', 'counter', 'Kernel changes for peers the kernel refused (retried by the next full pass).', perFamily('flannel_peer_changes_failed_total', this.failed)),
         family('flannel_reconcile_passes_total', 'counter', 'Reconcile passes: kind "full" (start, periodic: compared with the kernel) or "changes" (a change seen by the watch); result "ok" or "failed".', passes),
         family('flannel_reconcile_duration_seconds', 'histogram', 'How long reconcile passes took, per kind.', hist),
+        family('flannel_lease_change_apply_seconds', 'histogram', 'From a lease change reaching the daemon (the watch\'s event) until the pass that applied it had the kernel programmed; the oldest change of each pass.', latency),
         family('flannel_reconcile_cpu_seconds_total', 'counter', 'CPU time the daemon process used while passes of each kind ran (user + system).', [...this.cpu].map(([kind, v]) => ['flannel_reconcile_cpu_seconds_total', { kind }, v] as [string, Labels, number])),
         family('flannel_last_reconcile_success_timestamp_seconds', 'gauge', 'Unix time of the last pass that left every VTEP up and every peer programmed.', this.lastSuccess === undefined ? [] : [['flannel_last_reconcile_success_timestamp_seconds', {}, this.lastSuccess]]),
         family('flannel_watch_errors_total', 'counter', 'Times the watch on the lease source failed and was opened again.', [['flannel_watch_errors_total', {}, this.watchErrors]]),
