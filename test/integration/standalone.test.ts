@@ -221,3 +221,19 @@ describe('install-plugin and install-conf as init containers run them', () => {
     }
   });
 });
+
+describe('credentials in a URL', () => {
+  it('are refused and never printed, by either form of the daemon', async () => {
+    for (const exe of [join(OUR_BIN, 'vxlan-flannel'), join(STANDALONE_BIN, 'vxlan-flannel')]) {
+      for (const args of [
+        ['--kube-subnet-mgr', '--node-name', 'n1', '--kube-api-url', 'https://:hunter2@127.0.0.1:1/'],
+        ['--etcd-endpoints', 'http://root:hunter2@127.0.0.1:1'],
+      ]) {
+        const r = await runProcess([exe, 'daemon', '--subnet-file', '/nonexistent/subnet.env', ...args], { PATH }, '');
+        expect(r.code, `${exe} ${args.join(' ')}`).toBe(1);
+        expect(r.stderr).toMatch(/must not carry a user or password/);
+        expect(r.stdout + r.stderr).not.toContain('hunter2');
+      }
+    }
+  });
+});

@@ -12,6 +12,7 @@ import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
 import { type LeaseList, StoreUnavailable } from '../manager';
 import { loadEtcd3 } from './etcd-client';
 import { Serial } from '../../util/serial';
+import { hasUserInfo, withoutUserInfo } from '../../util/url-text';
 import { EtcdMirror, type Kv } from './etcd-mirror';
 
 /** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
@@ -72,7 +73,8 @@ export class EtcdStore implements LeaseStore {
     const { Etcd3 } = await loadEtcd3();
     const hosts = (opts.etcdEndpoints ?? []).map((h) => h.trim()).filter(Boolean);
     for (const h of hosts) {
-      if (!/^https?:\/\/[^/\s]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(h)} is not an http(s)://host:port URL`);
+      if (hasUserInfo(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(withoutUserInfo(h))} must not carry a user or password (use --etcd-username and --etcd-password)`);
+      if (!/^https?:\/\/[^/\s@]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(withoutUserInfo(h))} is not an http(s)://host:port URL`);
     }
     const timeoutMs = opts.etcdTimeoutMs ?? CALL_TIMEOUT_MS;
     const options: IOptions = {
