@@ -11,6 +11,8 @@ import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } 
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
 import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
 import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube/kube-manager';
+import { DEFAULT_DATA_DIR } from '../ipam/config';
+import { isAbsolute, normalize } from 'node:path';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -43,6 +45,13 @@ function intArg(name: string, min: number, max: number) {
   };
 }
 
+function absolutePath(name: string) {
+  return (value: string): string => {
+    if (!isAbsolute(value) || value.includes('\0')) throw new InvalidArgumentError(`${name} must be an absolute path`);
+    return normalize(value);
+  };
+}
+
 function ipArg(name: string) {
   return (value: string): string => {
     if (!IP.parse(value)) throw new InvalidArgumentError(`${name} must be an IPv4 or IPv6 address`);
@@ -70,6 +79,7 @@ interface DaemonFlags extends StoreFlags, KubeFlags {
   ipBlackholeRoute: boolean;
   releaseOnExit: boolean;
   setNodeNetworkUnavailable: boolean;
+  ipamDataDir: string;
 }
 
 function storeFlags(cmd: Command): Command {
@@ -156,6 +166,7 @@ export async function main(argv: string[]): Promise<void> {
       .addOption(boolOption('--iptables-forward-rules', 'accept forwarding to and from the cluster network (a FORWARD policy of DROP, as Docker sets it, then still carries pods\' traffic); =false: no such rules', true))
       .option('--healthz-ip <ip>', 'address /healthz and /readyz listen on', ipArg('--healthz-ip'), '0.0.0.0')
       .option('--healthz-port <port>', 'port for /healthz and /readyz; 0: no health server', intArg('--healthz-port', 0, 65535), 0)
+      .option('--ipam-data-dir <dir>', 'host-local\'s data directory, read (never written) for /metrics\' flannel_pod_addresses', absolutePath('--ipam-data-dir'), DEFAULT_DATA_DIR)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
@@ -187,6 +198,7 @@ export async function main(argv: string[]): Promise<void> {
         ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
         ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
+        ipamDir: o.ipamDataDir,
       }),
     );
   });

@@ -74,8 +74,11 @@ function volumeSource(node: Host, name: string): string {
     return dir;
   }
   const path: string = v.hostPath.path;
-  // the node's own mount namespace holds /run/flannel and /etc/cni/net.d (flannel-topology.ts NODE_DIRS)
-  if (path === '/run/flannel' || path === '/etc/cni/net.d') return fileOf(node, path);
+  // the node's own mount namespace holds /run/flannel, /etc/cni/net.d and /var/lib/cni (flannel-topology.ts NODE_DIRS)
+  if (path === '/run/flannel' || path === '/etc/cni/net.d' || path.startsWith('/var/lib/cni/')) {
+    mkdirSync(fileOf(node, path), { recursive: true });
+    return fileOf(node, path);
+  }
   const local = join(node.root!, 'host', path);
   if (v.hostPath.type === 'FileOrCreate') {
     mkdirSync(join(local, '..'), { recursive: true });
@@ -250,10 +253,14 @@ describe('deploy/kube-flannel.yml with the image, run as a kubelet runs it', () 
     expect(await topo.ping(p2, p1.ip)).toBe(true);
   }, 180_000);
 
-  it('the probes answer on the manifest\'s port: /healthz and /readyz "200 ok"; the Node condition is False', async () => {
+  it('the probes answer on the manifest\'s port: /healthz and /readyz "200 ok"; the Node condition is False; /metrics counts the pod\'s address from host-local\'s directory', async () => {
     for (const node of [n1, n2]) {
       await waitFor(`${node.name}'s /readyz`, async () => (await probe(node, '/readyz')) === '200 ok', 20_000, 200);
       expect(await probe(node, '/healthz')).toBe('200 ok');
+      // the pod attached on each node holds one address of its /24 (253 usable: the gateway .1 is the bridge's)
+      const metrics = await probe(node, '/metrics');
+      expect(metrics).toMatch(/flannel_pod_addresses\{network="cbr0",family="ipv4",state="in_use"\} 1(\n|$)/);
+      expect(metrics).toMatch(/flannel_pod_addresses\{network="cbr0",family="ipv4",state="free"\} \d+(\n|$)/);
       const stored = (await server.getNode(node.name))!;
       expect(stored.status.conditions.find((c: Obj) => c.type === 'NetworkUnavailable')).toMatchObject({ status: 'False', reason: 'FlannelIsUp' });
     }

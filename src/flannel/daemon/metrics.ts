@@ -11,11 +11,11 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { IP, type Prefix } from '../../net/ip';
+import { DEFAULT_DATA_DIR } from '../../ipam/config';
 
 /** Upper bounds of the reconcile duration buckets, in seconds. */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-export const DEFAULT_IPAM_DIR = '/var/lib/cni/networks';
 
 type Labels = Record<string, string>;
 type Kind = 'full' | 'changes';
@@ -103,7 +103,7 @@ export class DaemonMetrics {
 
   /** host-local's reservations inside this node's subnets, per network directory and family. */
   private podAddresses(): [string, Labels, number][] {
-    const dir = this.sources.ipamDir ?? DEFAULT_IPAM_DIR;
+    const dir = this.sources.ipamDir ?? DEFAULT_DATA_DIR;
     if (!this.subnets.length) return [];
     let networks: string[];
     try {

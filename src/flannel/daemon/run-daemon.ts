@@ -27,6 +27,8 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   renewMarginS?: number;
   /** Where /healthz and /readyz listen (--healthz-ip, --healthz-port); none when absent. */
   healthz?: { ip: string; port: number };
+  /** host-local's data directory (--ipam-data-dir), read for flannel_pod_addresses. */
+  ipamDir?: string;
 }
 
 const log: Log = (msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${printable(msg)}\n`);
@@ -101,7 +103,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
     log(`fatal: ${(err as Error).message}`);
     return 1;
   }
-  const metrics = new DaemonMetrics({ relists: () => manager.relists?.() ?? 0 });
+  const metrics = new DaemonMetrics({ relists: () => manager.relists?.() ?? 0, ipamDir: o.ipamDir });
   const daemon = new Daemon(manager, { ...o, log, metrics, afterFullPass });
   let closeHealth = async () => {};
   if (o.healthz) {

@@ -31,6 +31,9 @@ describe('deploy/kube-flannel.yml', () => {
         delete k.command;
         delete k.args;
       }
+      // ours adds host-local's directory, read-only, for /metrics
+      c.spec.template.spec.volumes = c.spec.template.spec.volumes.filter((v: Obj) => v.name !== 'cni-networks');
+      for (const k of c.spec.template.spec.containers) k.volumeMounts = k.volumeMounts.filter((m: Obj) => m.name !== 'cni-networks');
       for (const term of c.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) {
         term.matchExpressions = term.matchExpressions.filter((e: Obj) => e.key !== ARCH_TERM.key);
       }
@@ -51,7 +54,10 @@ describe('deploy/kube-flannel.yml', () => {
     expect([...conf.command.slice(1), ...conf.args]).toEqual(['install-conf', ...ref.spec.template.spec.initContainers[1].args]);
     // flanneld's arguments, the daemon as the first process (no shell: SIGTERM reaches it), no --release-on-exit
     expect(daemon.command).toEqual(['/opt/cni-ts/bin/vxlan-flannel', 'daemon']);
-    expect(daemon.args).toEqual(ref.spec.template.spec.containers[0].args);
+    expect(daemon.args).toEqual([...ref.spec.template.spec.containers[0].args, '--ipam-data-dir=/var/lib/cni/networks']);
     expect(daemon.args.join(' ')).not.toMatch(/release-on-exit/);
+    // host-local's reservations, for flannel_pod_addresses: read-only, at the path the flag names
+    expect(daemon.volumeMounts).toContainEqual({ name: 'cni-networks', mountPath: '/var/lib/cni/networks', readOnly: true });
+    expect(ds.spec.template.spec.volumes).toContainEqual({ name: 'cni-networks', hostPath: { path: '/var/lib/cni/networks', type: 'DirectoryOrCreate' } });
   });
 });
