@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './program';
 import { boolOption, collect, optionsFromEnv } from './flanneld-flags';
+import { addKlogFlags, goStyleFlags, klogSettings } from './klog-flags';
 import { IP, Prefix } from '../net/ip';
 import { formatLeases, leaseRows, releaseSubnet } from '../flannel/commands/leases';
 import { BACKEND_TYPES, NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
@@ -136,7 +137,7 @@ export async function main(argv: string[]): Promise<void> {
     'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
   );
 
-  const daemon = kubeFlags(storeFlags(
+  const daemon = addKlogFlags(kubeFlags(storeFlags(
     program
       .command('daemon')
       .description(
@@ -161,10 +162,11 @@ export async function main(argv: string[]): Promise<void> {
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
       .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),
-  ));
+  )));
   daemon.hook('preAction', (cmd) => optionsFromEnv(cmd, 'FLANNELD'));
-  daemon.action(async (o: DaemonFlags) => {
+  daemon.action(async (o: DaemonFlags, cmd: Command) => {
     const { runDaemon } = await import('../flannel/daemon/run-daemon');
+    const klog = klogSettings(cmd);
     process.exit(
       await runDaemon({
         iface: o.iface,
@@ -187,6 +189,9 @@ export async function main(argv: string[]): Promise<void> {
         ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
         ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
+        logDetail: klog.detail,
+        skipHeaders: klog.skipHeaders,
+        notes: klog.notes,
       }),
     );
   });
@@ -310,5 +315,7 @@ export async function main(argv: string[]): Promise<void> {
       process.stdout.write(`${installConf(src, dest)}\n`);
     });
 
-  await runProgram(program, argv);
+  // flanneld's command lines spell flags as Go does (-v=2, -etcd-endpoints=...)
+  const takesValue = (long: string) => !!daemon.options.find((opt) => opt.long === long)?.required;
+  await runProgram(program, argv[2] === 'daemon' ? [...argv.slice(0, 3), ...goStyleFlags(argv.slice(3), takesValue)] : argv);
 }

@@ -116,12 +116,22 @@ describe('vxlan-flannel with the embedded file store', () => {
     const mac = vtepMac(n2);
     expect(await topo.stopDaemon(d2)).toBe(0);
     expect(existsSync(leaseFile(s2.subnet))).toBe(true); // kept for the restart
-    d2 = topo.startDaemon(n2, store);
+    // restarted with klog's flags as flanneld units spell them (Go's single dash): it runs, it does not print a version
+    d2 = topo.startDaemon(n2, store, ['-v=2', '--logtostderr', '-log_dir=/var/log/flannel']);
     await waitFor('d2 to run again', () => /running:/.test(d2.log().split('SIGTERM').at(-1)!), 30_000);
+    expect(d2.proc.exitCode).toBeNull();
     expect((await topo.waitSubnet(d2)).subnet).toBe(s2.subnet);
     expect(vtepMac(n2)).toBe(mac);
-    expect(d2.log()).toMatch(/reusing VTEP flannel.1/);
+    const run = d2.log().split('SIGTERM').at(-1)!;
+    expect(run).toMatch(/reusing VTEP flannel.1/);
+    expect(run).toMatch(/vxlan-flannel: --logtostderr=true: accepted as klog's flag, no effect: logs always go to stderr\n/);
+    expect(run).toMatch(/vxlan-flannel: --log_dir=\/var\/log\/flannel: accepted as klog's flag, no effect: /);
+    expect(run).toMatch(/vxlan-flannel: full pass \(start\): \d+ of \d+ peers programmed, \d+ ms\n/); // -v=1 and up
     expect(await topo.ping(p1, p2.ip)).toBe(true);
+    // a peer's route deleted by hand: the periodic pass puts it back and says it had gone missing
+    topo.ip(n2.ns, `route del ${s1.subnet} dev flannel.1`);
+    await waitFor('the route put back', () => topo.peerState(n2.ns, s1.subnet, vtepMac(n1), n1.ip).route, 30_000, 20);
+    await waitFor('the log line', () => d2.log().includes(`route ${s1.subnet} via ${s1.vtepIP}: was missing, put back (periodic reconcile)`), 10_000, 20);
   });
 
   it('a node leaving is cleaned from the others', async () => {
@@ -251,8 +261,9 @@ describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward r
       const rules = iptRules(n6).join('\n');
       return rules.includes(`-s ${s6.subnet} -d ${COMPAT_NET}`) && rules.includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD');
     }, 30_000, 50);
-    expect(d6!.log()).toMatch(/IPv4 masquerade rules \(iptables\) had been changed or removed: put back/);
-    expect(d6!.log()).toMatch(/IPv4 forward rules \(iptables\) had been changed or removed: put back/);
+    // the line comes once the rules are back: waited for, not read at once
+    await waitFor('the log lines', () => /IPv4 masquerade rules \(iptables\) had been changed or removed: put back/.test(d6!.log()), 10_000, 20);
+    await waitFor('the log lines', () => /IPv4 forward rules \(iptables\) had been changed or removed: put back/.test(d6!.log()), 10_000, 20);
   });
 
   it('/healthz and /readyz: "ok" from what the reconcile found (no command per probe); a VTEP deleted by hand is recreated by the next pass and the probes stay truthful', async () => {

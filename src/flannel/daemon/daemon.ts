@@ -40,6 +40,8 @@ export interface DaemonOptions extends UnderlayOptions {
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
+  /** How much to log, klog's -v (cli/klog-flags.ts): 0 changes and problems, 1 a line per pass, 2 every change. */
+  logDetail?: number;
   /** What /metrics exports (metrics.ts); none: nothing is counted. */
   metrics?: DaemonMetrics;
   /** Called after each full pass (run-daemon.ts: gives the memory a full pass used back). */
@@ -154,6 +156,7 @@ export class Daemon {
       log: this.log,
       problems: this.problems,
       resync: (why) => this.loop.request(why, true),
+      detail: o.logDetail ?? 0,
       ...(this.metrics ? { metrics: this.metrics } : {}),
     }));
     this.log(`network ${describeNetwork(cfg)}; ${backend.description}`);
@@ -235,6 +238,7 @@ export class Daemon {
     // back after a failure: changes may have been missed meanwhile, so compare everything once
     const back = this.watchTroubles.clearAll();
     if (back && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
+    else if ((this.opts.logDetail ?? 0) >= 2) this.log(`watch: ${why}`);
     this.loop.request(why, back);
   }
 
@@ -276,7 +280,9 @@ export class Daemon {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     } finally {
       const cpu = process.cpuUsage(cpuBefore);
-      this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
+      const seconds = (performance.now() - started) / 1000;
+      this.metrics?.reconciled(full ? 'full' : 'changes', seconds, ok, (cpu.user + cpu.system) / 1e6);
+      if ((this.opts.logDetail ?? 0) >= 1) this.log(`${full ? 'full' : 'changes'} pass (${why}): ${describePeers(this.overlay)}, ${Math.round(seconds * 1000)} ms${ok ? '' : ', not complete'}`);
       if (full) this.opts.afterFullPass?.();
     }
   }

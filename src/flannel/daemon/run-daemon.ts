@@ -27,9 +27,15 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   renewMarginS?: number;
   /** Where /healthz and /readyz listen (--healthz-ip, --healthz-port); none when absent. */
   healthz?: { ip: string; port: number };
+  /** Log lines without their time (klog's --skip_headers). */
+  skipHeaders?: boolean;
+  /** Lines logged first (flags accepted that change nothing here). */
+  notes?: readonly string[];
 }
 
-const log: Log = (msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${printable(msg)}\n`);
+/** Log lines on stderr: `<RFC 3339 time> vxlan-flannel: <message>`, or without the time. */
+const stderrLog = (skipHeaders: boolean): Log => (msg) =>
+  process.stderr.write(`${skipHeaders ? '' : `${new Date().toISOString()} `}vxlan-flannel: ${printable(msg)}\n`);
 
 /** The subnets of the previous subnet.env: a node that lost its lease gets them back when they are still free. */
 function previousSubnets(subnetFile: string): LeaseSubnets | undefined {
@@ -64,7 +70,7 @@ function compactAfterFullPasses(): () => void {
 }
 
 /** Leases assigned by Kubernetes with --kube-subnet-mgr; else chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
-async function openManager(o: RunOptions): Promise<SubnetManager> {
+async function openManager(o: RunOptions, log: Log): Promise<SubnetManager> {
   if (o.kube) return KubeManager.open(o.kube, log);
   return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
 }
@@ -87,9 +93,11 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   // are read (docs/speed.md, "Memory at 5,000 Nodes").
   setFlagsFromString('--optimize-for-size');
   const afterFullPass = compactAfterFullPasses();
+  const log = stderrLog(!!o.skipHeaders);
+  for (const note of o.notes ?? []) log(note);
   let manager: SubnetManager;
   try {
-    manager = await openManager(o);
+    manager = await openManager(o, log);
   } catch (err) {
     log(`fatal: ${(err as Error).message}`);
     return 1;
