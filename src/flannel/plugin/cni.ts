@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import { basename, join } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../../cni/errors';
-import { Json, NetConf, optInt, optObject, optString, decodeJson } from '../../cni/config';
+import { Json, NetConf, optInt, optObject, optString, decodeJson, parseNetConf } from '../../cni/config';
 import { delegate, delegateEnv, findPlugin } from '../../cni/delegate';
 import { GC_KEYS, gcScope } from '../../cni/gc';
 import type { Result } from '../../cni/result';
@@ -79,6 +79,25 @@ export function renderDelegate(conf: NetConf, fc: FlannelConf, env: SubnetEnv): 
   d.ipam = ipam;
   if (fc.runtimeConfig) d.runtimeConfig = fc.runtimeConfig;
   return d;
+}
+
+/**
+ * The IPAM this plugin hands its delegate for `plugin`, a network's config
+ * (`host-local ls` tells range sets apart with it); undefined when `plugin`
+ * is not flannel's. Throws when subnet.env cannot be read.
+ */
+export function delegateIpamOf(plugin: Json, network: string, cniVersion: unknown): Json | undefined {
+  if (plugin.type !== 'flannel' && plugin.type !== 'vxlan-flannel') return undefined;
+  const conf = parseNetConf(JSON.stringify({ ...plugin, name: network, cniVersion }));
+  const fc = loadFlannelConf(conf);
+  let env: SubnetEnv;
+  try {
+    env = readSubnetEnv(fc.subnetFile);
+  } catch (err) {
+    if (err instanceof SubnetEnvError) throw new Error(`flannel's plugin takes host-local's ranges from subnet.env: ${err.message}`);
+    throw err;
+  }
+  return renderDelegate(conf, fc, env).ipam as Json;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
