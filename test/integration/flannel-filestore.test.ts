@@ -77,6 +77,36 @@ describe('vxlan-flannel with the embedded file store', () => {
     expect(await topo.ping(p2, p1.ip, { size: 1450 - 28, dontFragment: true })).toBe(true);
   });
 
+  it('`status` without flags describes the daemon running on the node (its lease dir and subnet file, not the defaults); with none running, it says which flags to give', async () => {
+    const st = await topo.cli(n1, ['status', '--json']);
+    expect(st.code, st.stdout + st.stderr).toBe(0);
+    expect(st.json).toMatchObject({
+      daemon: expect.stringMatching(new RegExp(`^pid ${d1.proc.pid}: vxlan-flannel daemon --iface eth0 --subnet-file ${d1.subnetFile} `)), // nsenter and env exec it: the pid the test started
+      store: `file store ${leaseDir}`,
+      lease: { subnet: s1.subnet, inStore: true, publicIP: n1.ip },
+      problems: [],
+      notes: [],
+    });
+    expect(st.json.peers.map((p: { subnet: string; neigh: boolean; fdb: boolean; route: boolean }) => [p.subnet, p.neigh && p.fdb && p.route])).toEqual([[s2.subnet, true]]);
+    const text = await topo.cli(n2, ['status']);
+    expect(text.stdout.split('\n').slice(0, 2)).toEqual([
+      expect.stringMatching(new RegExp(`^daemon:  pid ${d2.proc.pid}: vxlan-flannel daemon --iface eth0 --subnet-file ${d2.subnetFile} `)),
+      `store:   file store ${leaseDir}`,
+    ]);
+    expect(text.stdout).toMatch(/\nstate: {3}ok\n$/);
+    // flags given: they are what status reads (here: a subnet.env that is not there)
+    const given = await topo.cli(n1, ['status', '--lease-dir', leaseDir, '--subnet-file', join(topo.tmp.path, 'none.env'), '--json']);
+    expect(given.json.daemon).toBeUndefined();
+    expect(given.json.problems).toEqual([`${join(topo.tmp.path, 'none.env')} does not exist: this node holds no lease`]);
+    // a node where no daemon runs
+    const idle = await topo.cli(n3, ['status', '--json']);
+    expect(idle.json.daemon).toBeUndefined();
+    expect(idle.json.notes).toEqual([
+      'no vxlan-flannel daemon (or flanneld) runs in this network namespace, so the defaults were read; give the flags it runs with: ' +
+        '--etcd-endpoints URLS [--etcd-prefix P] or --lease-dir DIR or --kube-subnet-mgr [--kubeconfig-file F --node-name N], and --subnet-file F',
+    ]);
+  });
+
   it('a short lease is renewed before it expires', async () => {
     const before = Date.parse(JSON.parse(readFileSync(leaseFile(s1.subnet), 'utf8')).Expiration);
     await waitFor('d1 to renew its 10 s lease', () => Date.parse(JSON.parse(readFileSync(leaseFile(s1.subnet), 'utf8')).Expiration) > before, 30_000, 200);
