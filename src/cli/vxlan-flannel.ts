@@ -10,6 +10,7 @@ import { BACKEND_TYPES, NetworkConfigOptions, formatNetworkConfig } from '../fla
 import { withStore } from '../flannel/store/open-store';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store/store';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
+import { DEFAULT_DATA_DIR } from '../flannel/attachments';
 import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
 import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube/kube-manager';
 import type { DaemonProcess } from '../flannel/commands/daemon-process';
@@ -74,6 +75,7 @@ interface DaemonFlags extends StoreFlags, KubeFlags {
   reconcileInterval: number;
   ipBlackholeRoute: boolean;
   releaseOnExit: boolean;
+  cniDataDir: string;
   setNodeNetworkUnavailable: boolean;
 }
 
@@ -157,6 +159,7 @@ function addDaemonFlags(cmd: Command): Command {
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
+      .option('--cni-data-dir <dir>', 'the flannel CNI plugin\'s dataDir: attachment files that flannel\'s own plugin DELeted and left there are removed; "": not looked at', DEFAULT_DATA_DIR)
       .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),
   )));
 }
@@ -256,6 +259,7 @@ export async function main(argv: string[]): Promise<void> {
         ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
         ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
+        ...(o.cniDataDir ? { cniDataDir: o.cniDataDir } : {}),
         logDetail: klog.detail,
         skipHeaders: klog.skipHeaders,
         notes: klog.notes,

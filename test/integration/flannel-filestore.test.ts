@@ -6,11 +6,11 @@
 // rules under a FORWARD policy of DROP, the resync, /healthz, a flag from
 // FLANNELD_<FLAG>, and the rules' removal with --release-on-exit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, FLANNEL, Host, NETWORK, Pod, Topology, sleep, printDaemonLogsOnFailure } from './flannel-topology';
 import { waitFor, waitAndReport } from '../support/wait';
-import { runIn, sh } from './helpers';
+import { GO_BIN, runIn, sh } from './helpers';
 
 let topo: Topology;
 let leaseDir: string;
@@ -105,6 +105,33 @@ describe('vxlan-flannel with the embedded file store', () => {
       'no vxlan-flannel daemon (or flanneld) runs in this network namespace, so the defaults were read; give the flags it runs with: ' +
         '--etcd-endpoints URLS [--etcd-prefix P] or --lease-dir DIR or --kube-subnet-mgr [--kubeconfig-file F --node-name N], and --subnet-file F',
     ]);
+  });
+
+  it('a pod our plugin ADDed and flannel\'s own plugin DELs: the daemon removes the attachment file flannel\'s DEL leaves', async () => {
+    const pod = await topo.addPod(n1, { delegate: { ipMasq: false } });
+    const dataDir = topo.cniConfig(n1).dataDir as string;
+    const ipamDir = join((topo.cniConfig(n1).ipam as { dataDir: string }).dataDir, `${topo.prefix}-podnet`);
+    const attachment = `${topo.prefix}-podnet:${pod.id}:eth0`;
+    expect(readdirSync(dataDir)).toEqual(expect.arrayContaining([attachment, pod.id]));
+    expect(readdirSync(ipamDir)).toContain(pod.ip);
+    // an attachment from before the switch (the daemon leaves files younger than a minute: an ADD may be in progress)
+    const old = (Date.now() - 120_000) / 1000;
+    utimesSync(join(dataDir, attachment), old, old);
+    // flannel's DEL (flannel.go, consumeScratchNetConf): its <dataDir>/<containerID> to the delegate's DEL, run from
+    // CNI_PATH with the runtime's environment, then that file removed. The delegates: Debian's Go bridge and host-local.
+    const saved = readFileSync(join(dataDir, pod.id), 'utf8');
+    expect(JSON.parse(saved).type).toBe('bridge');
+    const del = await runIn(n1.path, [join(GO_BIN, 'bridge')], { CNI_COMMAND: 'DEL', CNI_CONTAINERID: pod.id, CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH: GO_BIN }, saved);
+    expect(del.code, del.stdout + del.stderr).toBe(0);
+    unlinkSync(join(dataDir, pod.id));
+    expect(topo.json(pod.ns, 'link show').map((l: { ifname: string }) => l.ifname)).toEqual(['lo']);
+    expect(readdirSync(ipamDir)).not.toContain(pod.ip);
+    // what the Go DEL left, the daemon removes on its next periodic pass, and says so
+    await waitFor('the attachment file to go', () => !readdirSync(dataDir).includes(attachment), 30_000, 50);
+    expect(readdirSync(dataDir).filter((f) => f.includes(pod.id))).toEqual([]);
+    await waitFor('the log line', () => d1.log().includes(`removed ${join(dataDir, attachment)}: container ${pod.id} (eth0) was deleted by flannel's own plugin`), 10_000, 20);
+    // the other pods' files stay
+    expect(readdirSync(dataDir)).toContain(`${topo.prefix}-podnet:${p1.id}:eth0`);
   });
 
   it('a short lease is renewed before it expires', async () => {

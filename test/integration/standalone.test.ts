@@ -126,7 +126,7 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     const set = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'network', 'set', '--network', '10.93.0.0/16', '--lease-dir', leaseDir]);
     expect(set.code, set.stderr).toBe(0);
 
-    const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile]);
+    const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile, '--cni-data-dir', join(dir, 'cni')]);
     // CNI_TS_CODE_CACHE_DIR in the environment: a daemon command line stays the daemon.
     // GLIBC_TUNABLES: an operator's own malloc setting, which the daemon keeps.
     const tunables = 'glibc.malloc.arena_max=4';

@@ -26,6 +26,7 @@ import { formatSubnetEnv, writeSubnetEnv } from '../subnet-env';
 import { TrafficKeeper, TrafficSettings } from '../traffic/keeper';
 import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureBlackhole, removeBlackhole } from './blackhole';
+import { reclaimLeftovers } from './leftovers';
 import { SideState, describePeers, overlayProblem } from './overlay-state';
 import type { DaemonMetrics } from './metrics';
 
@@ -37,6 +38,8 @@ export interface DaemonOptions extends UnderlayOptions {
   traffic: TrafficSettings;
   /** --ip-blackhole-route: a blackhole route for our own subnets (blackhole.ts). */
   ipBlackholeRoute?: boolean;
+  /** The flannel CNI plugin's dataDir (--cni-data-dir): attachment files flannel's own plugin left there are removed (leftovers.ts). */
+  cniDataDir?: string;
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
@@ -242,9 +245,17 @@ export class Daemon {
     this.loop.request(why, back);
   }
 
-  /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
+  /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back, what flannel's plugin left. */
   private async housekeeping(): Promise<void> {
     await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
+    if (this.opts.cniDataDir) {
+      try {
+        for (const line of reclaimLeftovers(this.opts.cniDataDir)) this.log(line);
+        this.problems.clear('leftovers');
+      } catch (err) {
+        this.problems.report('leftovers', `cannot remove what flannel's plugin left in ${this.opts.cniDataDir}: ${(err as Error).message}`);
+      }
+    }
     if (this.families.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
