@@ -73,8 +73,12 @@ function volumeSource(node: Host, name: string): string {
     return dir;
   }
   const path: string = v.hostPath.path;
-  // the node's own mount namespace holds /run/flannel and /etc/cni/net.d (flannel-topology.ts NODE_DIRS)
+  // the node's own mount namespace holds /run/flannel, /etc/cni/net.d and /var/lib/cni (flannel-topology.ts NODE_DIRS)
   if (path === '/run/flannel' || path === '/etc/cni/net.d') return fileOf(node, path);
+  if (path.startsWith('/var/lib/cni/')) {
+    mkdirSync(fileOf(node, path), { recursive: true });
+    return fileOf(node, path);
+  }
   const local = join(node.root!, 'host', path);
   if (v.hostPath.type === 'FileOrCreate') {
     mkdirSync(join(local, '..'), { recursive: true });

@@ -38,11 +38,16 @@ export function loadFlannelConf(conf: NetConf): FlannelConf {
   if (!dataDir.startsWith('/')) throw invalidConfig(`field "dataDir" must be an absolute path, got ${JSON.stringify(dataDir)}`);
   const subnetWaitMs = optInt(conf, 'subnetWaitMs', 0, 600_000) ?? DEFAULT_SUBNET_WAIT_MS;
   const delegateConf = { ...(optObject(conf, 'delegate') ?? {}) };
+  // flannel's plugin refuses both too (flannel.go, cmdAdd: "it'll be set by flannel"): a config that
+  // works here works with it, and what the field asked for would silently not happen
   if ('name' in delegateConf) {
-    throw invalidConfig('field "delegate.name" is not allowed: the delegate always gets the network\'s "name"');
+    throw invalidConfig(`field "delegate.name" is not allowed (flannel's plugin refuses it too): the delegate always gets the network's "name" (${JSON.stringify(conf.name)})`);
   }
   if ('ipam' in delegateConf) {
-    throw invalidConfig('field "delegate.ipam" is not allowed: put IPAM settings in the top-level "ipam"; ranges and routes come from subnet.env');
+    throw invalidConfig(
+      'field "delegate.ipam" is not allowed (flannel\'s plugin refuses it too): the delegate\'s IPAM is host-local on subnet.env\'s subnet; ' +
+        'put IPAM settings (routes, dataDir, another "type") in the top-level "ipam"',
+    );
   }
   if (delegateConf.type !== undefined && typeof delegateConf.type !== 'string') throw invalidConfig('field "delegate.type" must be a string');
   for (const key of ['isGateway', 'ipMasq'] as const) {
