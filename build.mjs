@@ -221,7 +221,8 @@ async function buildStandalone() {
     stampStandalone(exe, id);
     for (const name of others) linkSync(exe, join('dist/bin', name));
     // what the executables hold besides our code, with each license (the .deb's doc dir and the image carry it)
-    const notices = thirdPartyNotices({ project: 'cni-ts', version: JSON.parse(version), runtimeDir: join('runtime/node_modules', RUNTIME_PACKAGE), inputs: bundledInputs });
+    const runtimeDir = join('runtime/node_modules', RUNTIME_PACKAGE);
+    const notices = thirdPartyNotices({ project: 'cni-ts', version: JSON.parse(version), runtimeDir, inputs: bundledInputs });
     writeFileSync('dist/THIRD-PARTY-NOTICES', notices);
   } finally {
     rmSync(work, { recursive: true, force: true });

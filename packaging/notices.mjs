@@ -61,7 +61,10 @@ export function thirdPartyNotices({ project, version, runtimeDir, inputs }) {
     `Node.js ${node.version}\n${packages.map((p) => `${p.name} ${p.version} (${p.license})`).join('\n')}\n`;
   return [
     head,
-    entry(`Node.js ${node.version} (${node.name}; its LICENSE, which covers the software Node.js includes)`, readFileSync(nodeLicense, 'utf8').trim()),
+    entry(
+      `Node.js ${node.version} (${node.name}; its LICENSE, which covers the software Node.js includes)`,
+      readFileSync(nodeLicense, 'utf8').trim(),
+    ),
     ...packages.map((p) => entry(`${p.name} ${p.version} (${p.license})`, p.text)),
   ].join('\n');
 }

@@ -19,6 +19,7 @@ if (!out || !base || !executable || !/^[a-z0-9./:-]+:[\w.-]+$/.test(ref ?? '')) 
 }
 const PLUGIN_DIR = 'opt/cni-ts/bin';
 const DOC_DIR = 'usr/share/doc/cni-ts';
+const DOCS = ['LICENSE', 'THIRD-PARTY-NOTICES'];
 // vxlan-flannel first: the others are hard links of it in the layer
 const NAMES = ['vxlan-flannel', 'flannel', 'bridge', 'host-local'];
 const repo = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -26,7 +27,8 @@ const repo = join(dirname(fileURLToPath(import.meta.url)), '../..');
 // checkout, package.json's time. A fixed date made every image "created 3 years ago".
 const commitEpoch = () => {
   try {
-    return Number(execFileSync('git', ['-C', repo, 'log', '-1', '--format=%ct'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+    const out = execFileSync('git', ['-C', repo, 'log', '-1', '--format=%ct'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return Number(out.trim());
   } catch {
     return Math.floor(statSync(join(repo, 'package.json')).mtimeMs / 1000);
   }
@@ -51,8 +53,8 @@ try {
   for (const n of NAMES.slice(1)) linkSync(join(root, PLUGIN_DIR, NAMES[0]), join(root, PLUGIN_DIR, n));
   // the licenses: ours, and the notices the build made of what the executable holds (packaging/notices.mjs)
   mkdirSync(join(root, DOC_DIR), { recursive: true });
-  copyFileSync(join(repo, 'LICENSE'), join(root, DOC_DIR, 'LICENSE'));
-  copyFileSync(join(repo, 'dist/THIRD-PARTY-NOTICES'), join(root, DOC_DIR, 'THIRD-PARTY-NOTICES'));
+  const sources = { LICENSE: 'LICENSE', 'THIRD-PARTY-NOTICES': 'dist/THIRD-PARTY-NOTICES' };
+  for (const file of DOCS) copyFileSync(join(repo, sources[file]), join(root, DOC_DIR, file));
   const app = join(work, 'app.tar');
   execFileSync('tar', ['-C', root, '--sort=name', '--owner=0', '--group=0', '--numeric-owner', `--mtime=@${epoch}`, '-cf', app, 'opt', 'usr']);
 
@@ -73,7 +75,7 @@ try {
     rootfs: { type: 'layers', diff_ids: digests.map((d) => `sha256:${d}`) },
     history: [
       { created, created_by: 'packaging/image/base.sh (mmdebstrap: iproute2 iptables nftables procps util-linux)' },
-      { created, created_by: `packaging/image/archive.mjs: /${PLUGIN_DIR}/{${NAMES.join(',')}}, /${DOC_DIR}/{LICENSE,THIRD-PARTY-NOTICES}` },
+      { created, created_by: `packaging/image/archive.mjs: /${PLUGIN_DIR}/{${NAMES.join(',')}}, /${DOC_DIR}/{${DOCS.join(',')}}` },
     ],
   };
   const configText = JSON.stringify(config);

@@ -18,7 +18,7 @@ export async function main(argv: string[]): Promise<void> {
     });
   program
     .command('masq')
-    .description('list the masquerade rules the bridge plugin installed: per attachment, its network, container and interface (from the rules\' comment) and tag')
+    .description('list the masquerade rules the bridge plugin installed, per attachment: network, container, interface, addresses')
     .option('--backend <backend>', 'iptables or nftables', 'iptables')
     .option('--network <name>', 'only this network')
     .option('--json', 'print JSON')
@@ -31,7 +31,15 @@ export async function main(argv: string[]): Promise<void> {
       if (opts.json) process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
       else {
         // the names the comment carries; the tag where it lost them (a rule of another build, cut short)
-        const cells = rows.map((e) => [e.network ?? `(tag ${e.netTag})`, e.containerId ?? '-', e.ifname ?? '-', e.ips.join(','), e.masquerades ? 'yes' : 'no', e.backend, e.attTag]);
+        const cells = rows.map((e) => [
+          e.network ?? `(tag ${e.netTag})`,
+          e.containerId ?? '-',
+          e.ifname ?? '-',
+          e.ips.join(','),
+          e.masquerades ? 'yes' : 'no',
+          e.backend,
+          e.attTag,
+        ]);
         process.stdout.write(formatTable(['NETWORK', 'CONTAINER', 'IFNAME', 'IPS', 'MASQUERADE', 'BACKEND', 'TAG'], cells));
       }
     });

@@ -18,23 +18,31 @@ export const MAX_DETAIL = 2;
 
 function klogLevel(value: string): number {
   // klog's Level is a Go int32; negative levels log no more than 0
-  if (!/^-?\d+$/.test(value) || Math.abs(Number(value)) > 2 ** 31 - 1) throw new InvalidArgumentError(`--v must be an integer (klog's verbosity), got ${JSON.stringify(value)}`);
+  if (!/^-?\d+$/.test(value) || Math.abs(Number(value)) > 2 ** 31 - 1) {
+    throw new InvalidArgumentError(`--v must be an integer (klog's verbosity), got ${JSON.stringify(value)}`);
+  }
   return Number(value);
 }
 
 function megabytes(value: string): number {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`--log_file_max_size must be a number of megabytes, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value)) {
+    throw new InvalidArgumentError(`--log_file_max_size must be a number of megabytes, got ${JSON.stringify(value)}`);
+  }
   return Number(value);
 }
 
 function vmodule(value: string): string {
   // klog: "comma-separated list of pattern=N settings"; it refuses anything else
-  if (value !== '' && !/^[^=,]+=\d+(,[^=,]+=\d+)*$/.test(value)) throw new InvalidArgumentError(`--vmodule must be pattern=N[,pattern=N...], got ${JSON.stringify(value)}`);
+  if (value !== '' && !/^[^=,]+=\d+(,[^=,]+=\d+)*$/.test(value)) {
+    throw new InvalidArgumentError(`--vmodule must be pattern=N[,pattern=N...], got ${JSON.stringify(value)}`);
+  }
   return value;
 }
 
 function backtraceAt(value: string): string {
-  if (value !== '' && !/^[^:]+:\d+$/.test(value)) throw new InvalidArgumentError(`--log_backtrace_at must be file:line, got ${JSON.stringify(value)}`);
+  if (value !== '' && !/^[^:]+:\d+$/.test(value)) {
+    throw new InvalidArgumentError(`--log_backtrace_at must be file:line, got ${JSON.stringify(value)}`);
+  }
   return value;
 }
 
@@ -58,7 +66,10 @@ const NO_EFFECT: Record<string, string> = {
 export function addKlogFlags(cmd: Command): Command {
   const hidden = (o: Option) => o.hideHelp(); // documented in docs/vxlan-flannel.md; -v is what users look for
   return cmd
-    .addOption(new Option('--v <level>', 'klog\'s verbosity (also -v=N): 0 (default) changes and problems, 1 a line per reconcile pass, 2 every change').argParser(klogLevel))
+    .addOption(
+      new Option('--v <level>', 'klog\'s verbosity (also -v=N): 0 (default) changes and problems, 1 a line per reconcile pass, 2 every change')
+        .argParser(klogLevel),
+    )
     .addOption(hidden(new Option('--vmodule <pattern=N,...>').argParser(vmodule)))
     .addOption(hidden(new Option('--log_backtrace_at <file:line>').argParser(backtraceAt)))
     .addOption(hidden(boolOption('--skip_headers', 'log lines without the time', false)))

@@ -159,7 +159,11 @@ function addDaemonFlags(cmd: Command): Command {
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
-      .option('--cni-data-dir <dir>', 'the flannel CNI plugin\'s dataDir: attachment files that flannel\'s own plugin DELeted and left there are removed; "": not looked at', DEFAULT_DATA_DIR)
+      .option(
+        '--cni-data-dir <dir>',
+        'the flannel CNI plugin\'s dataDir: attachment files that flannel\'s own plugin DELeted and left there are removed; "": not looked at',
+        DEFAULT_DATA_DIR,
+      )
       .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),
   )));
 }
@@ -195,7 +199,16 @@ export function parseDaemonFlags(d: Pick<DaemonProcess, 'kind' | 'args' | 'env'>
 }
 
 /** What status reads: the flags given, or those of the daemon running on this node when none are. */
-async function statusSettings(o: StatusFlags, cmd: Command): Promise<{ flags: StatusFlags; env: NodeJS.ProcessEnv; daemon?: string; note?: string }> {
+interface StatusSettings {
+  flags: StatusFlags;
+  /** Where the kube configuration's variables come from: ours, or the daemon's. */
+  env: NodeJS.ProcessEnv;
+  /** The daemon whose flags these are, for the report. */
+  daemon?: string;
+  note?: string;
+}
+
+async function statusSettings(o: StatusFlags, cmd: Command): Promise<StatusSettings> {
   const given = cmd.options.some((opt) => opt.long !== '--json' && cmd.getOptionValueSource(opt.attributeName()) === 'cli');
   if (given) return { flags: o, env: process.env };
   const { describeDaemon, findDaemons } = await import('../flannel/commands/daemon-process');
@@ -216,7 +229,8 @@ async function statusSettings(o: StatusFlags, cmd: Command): Promise<{ flags: St
     );
   }
   const others = more.length ? ` (also running here: ${more.map((m) => `pid ${m.pid}`).join(', ')})` : '';
-  return { flags: parseDaemonFlags(d), env: d.env ?? {}, daemon: `${describeDaemon(d)}${others}`, ...(d.env ? {} : { note: 'its environment could not be read (run as root): FLANNELD_* variables not applied' }) };
+  const unread = d.env ? {} : { note: 'its environment could not be read (run as root): FLANNELD_* variables not applied' };
+  return { flags: parseDaemonFlags(d), env: d.env ?? {}, daemon: `${describeDaemon(d)}${others}`, ...unread };
 }
 
 export async function main(argv: string[]): Promise<void> {

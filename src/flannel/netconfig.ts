@@ -137,7 +137,8 @@ function parsePool(raw: Record<string, unknown>, f: PoolFields): Pool {
   const text = field(raw, f.network);
   if (typeof text !== 'string') {
     const list = `${f.network}s`;
-    const old = field(raw, list) !== undefined ? `; "${list}", flannel's list of networks before v0.25, is not read (nor by flanneld v0.28.9)` : '';
+    const gone = `; "${list}", flannel's list of networks before v0.25, is not read (nor by flanneld v0.28.9)`;
+    const old = field(raw, list) === undefined ? '' : gone;
     throw new ConfigError(`network config field "${f.network}" is missing (${f.hint})${old}`);
   }
   const network = Prefix.parse(text);

@@ -35,7 +35,9 @@ export interface Listed {
 export type DelegatedIpam = (plugin: Json, network: string, cniVersion: unknown) => Json | undefined;
 
 /** The host-local range sets of `network` from a config in `confDir`, or why there are none. */
-function rangeSetsFromConfDir(confDir: string, network: string, delegated?: DelegatedIpam): { sets: RangeSet[]; file: string } | { why: string } {
+type Found = { sets: RangeSet[]; file: string } | { why: string };
+
+function rangeSetsFromConfDir(confDir: string, network: string, delegated?: DelegatedIpam): Found {
   let files: string[];
   try {
     files = fs.readdirSync(confDir).filter((f) => /\.(conf|conflist|json)$/.test(f)).sort();
@@ -55,7 +57,8 @@ function rangeSetsFromConfDir(confDir: string, network: string, delegated?: Dele
     const plugins = Array.isArray(top.plugins) ? (top.plugins as Json[]) : [top];
     for (const p of plugins) {
       try {
-        const ipam = (p.ipam as Json | undefined)?.type === 'host-local' ? (p.ipam as Json) : delegated?.(p, network, top.cniVersion ?? p.cniVersion);
+        const own = p.ipam as Json | undefined;
+        const ipam = own?.type === 'host-local' ? own : delegated?.(p, network, top.cniVersion ?? p.cniVersion);
         if (ipam?.type !== 'host-local') continue;
         const conf = parseNetConf(JSON.stringify({ ...p, ipam, cniVersion: top.cniVersion ?? p.cniVersion, name: network }));
         return { sets: loadIpamConfig(conf, parseCniArgs('')).rangeSets, file: join(confDir, file) };
@@ -119,6 +122,7 @@ export function formatListing(rows: Listed[]): string {
     ]),
   );
   // each "?" explained once per network and reason, under the table
-  const notes = new Set(rows.filter((r) => r.rangeSetUnknown).map((r) => `RANGESET ? (${r.network}${r.rangeSetUnknown!.startsWith('outside') ? ` ${r.ip}` : ''}): ${r.rangeSetUnknown}`));
+  const note = (r: Listed) => `RANGESET ? (${r.network}${r.rangeSetUnknown!.startsWith('outside') ? ` ${r.ip}` : ''}): ${r.rangeSetUnknown}`;
+  const notes = new Set(rows.filter((r) => r.rangeSetUnknown).map(note));
   return notes.size ? `${table}${[...notes].join('\n')}\n` : table;
 }

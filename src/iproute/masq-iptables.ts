@@ -71,7 +71,8 @@ export async function iptablesMasqList(family: 4 | 6): Promise<SavedTable> {
     const chain = line.slice(3).split(' ')[0];
     const src = /(?:^| )-s (\S+?)(?:\/\d+)?(?: |$)/.exec(line);
     const comment = /--comment (?:"((?:[^"\\]|\\.)*)"|(\S+))/.exec(line);
-    table.rules.push({ netTag: tag[1], attTag: tag[2], chain, spec: line.slice(3 + chain.length + 1), source: src?.[1], comment: comment?.[1] ?? comment?.[2] });
+    const spec = line.slice(3 + chain.length + 1);
+    table.rules.push({ netTag: tag[1], attTag: tag[2], chain, spec, source: src?.[1], comment: comment?.[1] ?? comment?.[2] });
   }
   return table;
 }
@@ -81,7 +82,10 @@ export function iptablesMasqEntries(table: SavedTable): MasqEntry[] {
   const byTag = new Map<string, MasqEntry>();
   for (const r of table.rules) {
     let e = byTag.get(r.attTag);
-    if (!e) byTag.set(r.attTag, (e = { netTag: r.netTag, attTag: r.attTag, ...labelOwner(r.comment), ips: [], masquerades: false, backend: 'iptables' }));
+    if (!e) {
+      e = { netTag: r.netTag, attTag: r.attTag, ...labelOwner(r.comment), ips: [], masquerades: false, backend: 'iptables' };
+      byTag.set(r.attTag, e);
+    }
     const own = r.chain === masqChain(r.attTag);
     if (!own && r.source && !e.ips.includes(r.source)) e.ips.push(r.source);
     e.masquerades ||= own && / -j MASQUERADE(?: |$)/.test(` ${r.spec}`);

@@ -20,14 +20,19 @@ export interface DaemonProcess {
   sameFiles: boolean;
 }
 
-const readNul = (file: string): string[] => fs.readFileSync(file, 'latin1').split('\0').filter((s, i, all) => s !== '' || i < all.length - 1);
+/** A /proc file of NUL-terminated strings (cmdline, environ), each string; an empty one inside is kept. */
+const readNul = (file: string): string[] => {
+  const parts = fs.readFileSync(file, 'latin1').split('\0');
+  return parts.at(-1) === '' ? parts.slice(0, -1) : parts;
+};
 
 /** Its flags when `argv` runs the daemon: `[node] .../vxlan-flannel daemon ...` or `.../flanneld ...`. */
 export function daemonArgs(argv: readonly string[]): Pick<DaemonProcess, 'kind' | 'args'> | undefined {
   if (argv.length && basename(argv[0]) === 'flanneld') return { kind: 'flanneld', args: argv.slice(1) };
   // the standalone executable, or the script under node; `flannel` is the same executable
   for (const i of [0, 1]) {
-    if (argv.length > i + 1 && ['vxlan-flannel', 'flannel'].includes(basename(argv[i])) && argv[i + 1] === 'daemon') return { kind: 'vxlan-flannel', args: argv.slice(i + 2) };
+    const ours = argv.length > i + 1 && ['vxlan-flannel', 'flannel'].includes(basename(argv[i])) && argv[i + 1] === 'daemon';
+    if (ours) return { kind: 'vxlan-flannel', args: argv.slice(i + 2) };
   }
   return undefined;
 }

@@ -293,7 +293,9 @@ export class Daemon {
       const cpu = process.cpuUsage(cpuBefore);
       const seconds = (performance.now() - started) / 1000;
       this.metrics?.reconciled(full ? 'full' : 'changes', seconds, ok, (cpu.user + cpu.system) / 1e6);
-      if ((this.opts.logDetail ?? 0) >= 1) this.log(`${full ? 'full' : 'changes'} pass (${why}): ${describePeers(this.overlay)}, ${Math.round(seconds * 1000)} ms${ok ? '' : ', not complete'}`);
+      if ((this.opts.logDetail ?? 0) >= 1) {
+        this.log(`${full ? 'full' : 'changes'} pass (${why}): ${describePeers(this.overlay)}, ${Math.round(seconds * 1000)} ms${ok ? '' : ', not complete'}`);
+      }
       if (full) this.opts.afterFullPass?.();
     }
   }

@@ -23,7 +23,10 @@ import { parseSavedName } from '../attachments';
 
 export const RECLAIM_AFTER_MS = 60_000;
 
-/** Who holds an address in host-local's directory of `network` ("containerID\0ifname", "containerID\0" for legacy files); undefined: unreadable. */
+/**
+ * Who holds an address in host-local's directory of `network` ("containerID\0ifname",
+ * "containerID\0" for legacy files); undefined: unreadable.
+ */
 function holders(ipamDir: string, network: string): Set<string> | undefined {
   const dir = join(ipamDir, network);
   let names: string[];

@@ -41,7 +41,9 @@ export function loadFlannelConf(conf: NetConf): FlannelConf {
   // flannel's plugin refuses both too (flannel.go, cmdAdd: "it'll be set by flannel"): a config that
   // works here works with it, and what the field asked for would silently not happen
   if ('name' in delegateConf) {
-    throw invalidConfig(`field "delegate.name" is not allowed (flannel's plugin refuses it too): the delegate always gets the network's "name" (${JSON.stringify(conf.name)})`);
+    throw invalidConfig(
+      `field "delegate.name" is not allowed (flannel's plugin refuses it too): the delegate always gets the network's "name" (${JSON.stringify(conf.name)})`,
+    );
   }
   if ('ipam' in delegateConf) {
     throw invalidConfig(

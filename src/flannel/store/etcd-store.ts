@@ -38,7 +38,8 @@ function unavailable(endpoints: string, err: unknown): Error {
   // any other gRPC status: said with the endpoints it came from ("12 UNIMPLEMENTED: Received HTTP status code 404" alone names nothing)
   const status = /^\d+ ([A-Z_]+): /.exec(String(e?.message));
   if (status) {
-    const hint = status[1] === 'UNIMPLEMENTED' ? ': it does not answer etcd v3\'s API (not etcd, or not its client URL, e.g. http://10.0.0.1:2379?)' : '';
+    const notEtcd = ': it does not answer etcd v3\'s API (not etcd, or not its client URL, e.g. http://10.0.0.1:2379?)';
+    const hint = status[1] === 'UNIMPLEMENTED' ? notEtcd : '';
     return new Error(`etcd ${endpoints}: ${grpcReason(e.message)}${hint}`);
   }
   return e instanceof Error ? e : new Error(String(err));

@@ -167,7 +167,8 @@ export class HostGwNetwork implements Backend {
     if (fullPass && changes.length > SUMMARY_OVER && this.detail < 2) {
       const added = changes.filter((c) => c.endsWith(': added')).length;
       const putBack = changes.filter((c) => c.endsWith(PUT_BACK)).length;
-      this.log(`${changes.length} route changes (${why}): ${added} added, ${putBack ? `${putBack} put back (had gone missing), ` : ''}${changes.length - added - putBack} removed or replaced`);
+      const back = putBack ? `${putBack} put back (had gone missing), ` : '';
+      this.log(`${changes.length} route changes (${why}): ${added} added, ${back}${changes.length - added - putBack} removed or replaced`);
       return;
     }
     for (const c of changes) this.log(`${c} (${why})`);

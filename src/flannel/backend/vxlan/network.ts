@@ -247,7 +247,10 @@ export class VxlanNetwork implements Backend {
     if (fullPass && changes.length > SUMMARY_OVER && this.detail < 2) {
       const kinds = new Map<string, number>();
       for (const c of changes) {
-        const how = c.endsWith(PUT_BACK) ? 'put back (had gone missing)' : c.endsWith('added') ? 'added' : c.includes('removed') ? 'removed' : 'changed';
+        const how = c.endsWith(PUT_BACK) ? 'put back (had gone missing)'
+          : c.endsWith('added') ? 'added'
+          : c.includes('removed') ? 'removed'
+          : 'changed';
         const kind = `${c.slice(0, c.indexOf(' '))} ${how}`;
         kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
       }
