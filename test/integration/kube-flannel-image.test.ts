@@ -15,7 +15,7 @@
 // then switched to ours, as a rolling update of the DaemonSet would, while a
 // pod on it pings a pod on n1.
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
@@ -75,7 +75,8 @@ function volumeSource(node: Host, name: string): string {
   }
   const path: string = v.hostPath.path;
   // the node's own mount namespace holds /run/flannel, /etc/cni/net.d and /var/lib/cni (flannel-topology.ts NODE_DIRS)
-  if (path === '/run/flannel' || path === '/etc/cni/net.d' || path.startsWith('/var/lib/cni/')) {
+  if (path === '/run/flannel' || path === '/etc/cni/net.d') return fileOf(node, path);
+  if (path.startsWith('/var/lib/cni/')) {
     mkdirSync(fileOf(node, path), { recursive: true });
     return fileOf(node, path);
   }
@@ -363,6 +364,18 @@ describe('deploy/kube-flannel.yml with the image, run as a kubelet runs it', () 
     }
     expect(foreignElf(machines, ELF_MACHINE.amd64)).toEqual([]);
   }, 60_000);
+
+  it('the image carries our LICENSE and the build\'s third-party notices, and is dated by the commit it was built from', () => {
+    const member = (archive: string | Buffer, name: string): Buffer =>
+      execFileSync('tar', ['-xOf', typeof archive === 'string' ? archive : '-', name], { ...(typeof archive === 'string' ? {} : { input: archive }), maxBuffer: 1 << 30 });
+    const [{ Config, Layers }] = JSON.parse(member(IMAGE_TAR, 'manifest.json').toString());
+    const config = JSON.parse(member(IMAGE_TAR, Config).toString());
+    const commit = Number(sh(['git', '-C', ROOT, 'log', '-1', '--format=%ct']).trim());
+    expect(config.created).toBe(new Date(commit * 1000).toISOString());
+    const ours = member(IMAGE_TAR, Layers.at(-1));
+    expect(member(ours, 'usr/share/doc/cni-ts/LICENSE').toString()).toBe(readFileSync(join(ROOT, 'LICENSE'), 'utf8'));
+    expect(member(ours, 'usr/share/doc/cni-ts/THIRD-PARTY-NOTICES').toString()).toBe(readFileSync(join(ROOT, 'dist/THIRD-PARTY-NOTICES'), 'utf8'));
+  });
 
   it('containerd takes the same archive: `ctr images import` gives the image the manifest names', async () => {
     const ctrd = await PrivateContainerd.start({ name: 'kfi', bridge: 'kfi-ctrd', subnet: '10.77.241.0/24' });

@@ -36,6 +36,13 @@ function unavailable(endpoints: string, err: unknown): Error {
   if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
     return new StoreUnavailable(`etcd ${endpoints} unreachable: ${grpcReason(e.message)}`);
   }
+  // any other gRPC status: said with the endpoints it came from ("12 UNIMPLEMENTED: Received HTTP status code 404" alone names nothing)
+  const status = /^\d+ ([A-Z_]+): /.exec(String(e?.message));
+  if (status) {
+    const notEtcd = ': it does not answer etcd v3\'s API (not etcd, or not its client URL, e.g. http://10.0.0.1:2379?)';
+    const hint = status[1] === 'UNIMPLEMENTED' ? notEtcd : '';
+    return new Error(`etcd ${endpoints}: ${grpcReason(e.message)}${hint}`);
+  }
   return e instanceof Error ? e : new Error(String(err));
 }
 

@@ -197,7 +197,7 @@ describe('stickyTTL', () => {
     expect((await run('STATUS', tiny)).exitCode).toBe(0);
     const rows = await listReservations(dataDir, join(dataDir, 'no-conf'));
     expect(rows).toEqual([
-      { network: 'sticky', ip: '10.5.0.2', containerID: 'ctr-1', ifname: 'eth0', rangeSet: null, torn: false, parkedFor: 'default/web-0', parkedUntil: new Date(now + HOUR).toISOString() },
+      { network: 'sticky', ip: '10.5.0.2', containerID: 'ctr-1', ifname: 'eth0', rangeSet: null, rangeSetUnknown: `cannot read --conf-dir ${join(dataDir, 'no-conf')}: ENOENT (no such file or directory)`, torn: false, parkedFor: 'default/web-0', parkedUntil: new Date(now + HOUR).toISOString() },
     ]);
   });
 
