@@ -235,8 +235,8 @@ function nodeVersion() {
  * src/boot/environment.ts handles the other NODE_* variables.
  */
 async function buildStandalone() {
-  const { node, version } = runtimeNode();
-  checkNodeForStandalone(node, version);
+  const { node, version: nodeVersion } = runtimeNode();
+  checkNodeForStandalone(node, nodeVersion);
   const work = mkdtempSync(join(tmpdir(), 'cni-ts-sea-'));
   try {
     const assets = {};
