@@ -104,8 +104,17 @@ bench: standalone
 clean:
 	rm -rf bin dist
 
-# A guided tour for newcomers (root): one throwaway namespace attached with
-# bridge + host-local, its addresses, routes and a ping, then DEL and cleanup.
-.PHONY: demo
-demo: build
+# A guided tour for newcomers (root), both demos: test/integration/demo.test.ts runs them.
+# demo-bridge: one throwaway namespace attached with bridge + host-local, its
+# addresses, routes and a ping, then DEL and cleanup.
+# demo-overlay: two nodes in namespaces, vxlan-flannel daemon on each, a pod
+# on each through the flannel plugin, a ping across, status and /metrics,
+# then everything removed (also when a step fails).
+.PHONY: demo demo-bridge demo-overlay
+demo: demo-bridge demo-overlay
+
+demo-bridge: build
 	bash test/demo/bridge-demo.sh
+
+demo-overlay: build
+	bash test/demo/overlay-demo.sh

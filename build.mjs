@@ -32,6 +32,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { brotliCompressSync, constants as zlib } from 'node:zlib';
 import { buildId, scriptStamp, stampStandalone } from './build-stamp.mjs';
+import { thirdPartyNotices } from './packaging/notices.mjs';
 
 const BUNDLES = ['host-local', 'bridge', 'vxlan-flannel'];
 /** Executable name -> bundle: `flannel` is vxlan-flannel under the name of flannel's own CNI plugin. */
@@ -124,10 +125,17 @@ const common = {
   legalComments: 'none',
   logLevel: 'warning',
   write: false,
+  metafile: true, // which npm packages each bundle holds: the third-party notices (packaging/notices.mjs)
   plugins: [builtinFacades],
 };
 
-const bundle = async (entry, define) => (await build({ ...common, entryPoints: [entry], define })).outputFiles[0].text;
+/** Every file any bundle of this build holds (their metafiles' inputs). */
+const bundledInputs = new Set();
+const bundle = async (entry, define) => {
+  const r = await build({ ...common, entryPoints: [entry], define });
+  for (const input of Object.keys(r.metafile.inputs)) bundledInputs.add(input);
+  return r.outputFiles[0].text;
+};
 const sha256 = (text) => createHash('sha256').update(text).digest('hex');
 const hash = (text) => sha256(text).slice(0, 16);
 
@@ -227,8 +235,8 @@ function nodeVersion() {
  * src/boot/environment.ts handles the other NODE_* variables.
  */
 async function buildStandalone() {
-  const { node, version } = runtimeNode();
-  checkNodeForStandalone(node, version);
+  const { node, version: nodeVersion } = runtimeNode();
+  checkNodeForStandalone(node, nodeVersion);
   const work = mkdtempSync(join(tmpdir(), 'cni-ts-sea-'));
   try {
     const assets = {};
@@ -262,6 +270,11 @@ async function buildStandalone() {
     stampStandalone(exe, id);
     for (const name of others) linkSync(exe, join(ARCH.out, name));
     console.log(`standalone (${archName}): ${ARCH.out}/{${Object.keys(EXECUTABLES).join(',')}}`);
+    // what the executables hold besides our code, with each license (the .deb's doc dir and the image carry it),
+    // beside this architecture's bin directory: a build of one architecture leaves the other's alone
+    const runtimeDir = join(ARCH.runtime, 'node_modules', ARCH.package);
+    const notices = thirdPartyNotices({ project: 'cni-ts', version: JSON.parse(version), runtimeDir, inputs: bundledInputs });
+    writeFileSync(join(ARCH.out, '..', 'THIRD-PARTY-NOTICES'), notices);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -20,6 +20,9 @@ case $arch in
 esac
 found=$(readelf -h "$bin_dir/${plugins[0]}" | sed -n 's/^ *Machine: *//p')
 [ "$found" = "$machine" ] || { echo "deb: $bin_dir/${plugins[0]} is $found, not $arch's $machine" >&2; exit 1; }
+# the notices of what the executables hold: beside their bin directory (dist/, dist/arm64/)
+notices=$(dirname "$bin_dir")/THIRD-PARTY-NOTICES
+[ -f "$notices" ] || { echo "deb: $notices missing (run make standalone ARCH=$arch)" >&2; exit 1; }
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -38,7 +41,11 @@ install -m 0644 packaging/host-local-repair.service packaging/host-local-repair.
 install -m 0644 packaging/host-local-repair.default "$stage/etc/default/host-local-repair"
 install -m 0644 conf/* "$doc/examples/"
 install -m 0644 README.md docs/*.md "$doc/"
-printf 'cni-ts\n\nLicense: Apache-2.0\n On Debian systems the full text is in /usr/share/common-licenses/Apache-2.0.\n' >"$doc/copyright"
+# made by the build from what the executables bundle (packaging/notices.mjs): Node.js and each npm package, with its license
+install -m 0644 "$notices" "$doc/"
+printf '%s\n' 'cni-ts' '' 'License: Apache-2.0' ' On Debian systems the full text is in /usr/share/common-licenses/Apache-2.0.' '' \
+  'The executables embed Node.js and bundle npm packages under their own licenses:' \
+  ' /usr/share/doc/cni-ts/THIRD-PARTY-NOTICES lists each with its license text.' >"$doc/copyright"
 
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" packaging/debian/control >"$stage/DEBIAN/control"

@@ -363,6 +363,11 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
       ['n2', '10.88.2.0/24', true],
       ['n3', '10.88.3.0/24', true],
     ]);
+    // without flags or variables: the running daemon's (--kube-subnet-mgr from its command line; in-cluster, NODE_NAME and
+    // KUBERNETES_SERVICE_* from its environment), the same report
+    const bare = await topo.cli(n1, ['status', '--json']);
+    expect(bare.code, bare.stdout + bare.stderr).toBe(0);
+    expect(bare.json).toMatchObject({ ...st.json, daemon: expect.stringMatching(/^pid \d+: vxlan-flannel daemon .*--kube-subnet-mgr/), notes: [] });
     // kube-flannel's probes: /healthz (liveness) and /readyz (readiness) on port 8081
     for (const [path, answer] of [['/healthz', '200 ok'], ['/readyz', '200 ok']]) {
       expect(await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`)).toBe(answer);

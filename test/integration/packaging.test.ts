@@ -74,6 +74,31 @@ describe('make install, install-standalone and uninstall', () => {
 });
 
 describe('the .deb', () => {
+  it('carries the third-party notices the build made, naming every npm package the bundles hold, and a copyright file pointing to them', async () => {
+    const root = join(tmp.path, 'extract');
+    sh(['dpkg-deb', '-x', deb, root]);
+    const notices = readFileSync(join(root, 'usr/share/doc/cni-ts/THIRD-PARTY-NOTICES'), 'utf8');
+    expect(notices).toBe(readFileSync(join(ROOT, 'dist/THIRD-PARTY-NOTICES'), 'utf8'));
+    expect(readFileSync(join(root, 'usr/share/doc/cni-ts/copyright'), 'utf8')).toMatch(/^cni-ts\n\nLicense: Apache-2\.0\n[^]*\/usr\/share\/doc\/cni-ts\/THIRD-PARTY-NOTICES lists each with its license text\.\n$/);
+    // the build's own list against an esbuild metafile of the entry points made here
+    const { build } = await import('esbuild');
+    const dirs = new Set<string>();
+    for (const b of ['host-local', 'bridge', 'vxlan-flannel']) {
+      for (const entry of [`src/cmd/${b}.ts`, `src/cli/${b}.ts`]) {
+        const r = await build({ entryPoints: [join(ROOT, entry)], absWorkingDir: ROOT, bundle: true, platform: 'node', write: false, metafile: true, logLevel: 'silent' });
+        for (const i of Object.keys(r.metafile.inputs)) {
+          const m = /^(?:.*\/)?node_modules\/(?:@[^/]+\/)?[^/]+(?=\/)/.exec(i);
+          if (m) dirs.add(m[0]);
+        }
+      }
+    }
+    expect(dirs.size).toBeGreaterThan(10);
+    for (const dir of dirs) {
+      const pkg = JSON.parse(readFileSync(join(ROOT, dir, 'package.json'), 'utf8'));
+      expect(notices, dir).toContain(`\n${pkg.name} ${pkg.version} (${pkg.license})\n`);
+    }
+  }, 60_000);
+
   it('holds the four plugins as one executable, the unit, its defaults and the sample configs', () => {
     const listing = sh(['dpkg-deb', '-c', deb]);
     const entries = listing.split('\n').filter(Boolean).map((l) => l.split(/\s+/).slice(5).join(' '));

@@ -127,7 +127,7 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     const set = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'network', 'set', '--network', '10.93.0.0/16', '--lease-dir', leaseDir]);
     expect(set.code, set.stderr).toBe(0);
 
-    const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile]);
+    const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile, '--cni-data-dir', join(dir, 'cni')]);
     // CNI_TS_CODE_CACHE_DIR in the environment: a daemon command line stays the daemon.
     // GLIBC_TUNABLES: an operator's own malloc setting, which the daemon keeps.
     const tunables = 'glibc.malloc.arena_max=4';
@@ -171,9 +171,10 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     const table = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', bridge, 'masq', '--network', 'cbr0']);
     expect(table.code, table.stderr).toBe(0);
     const podIp = added.json.ips[0].address.split('/')[0];
-    expect(table.stdout).toMatch(new RegExp(`^NETWORK +ATTACHMENT +IPS +MASQUERADE +BACKEND\n[0-9a-f]{8} +[0-9a-f]{20} +${podIp.replaceAll('.', '\\.')} +yes +iptables\n$`));
+    // named as the rules' comment names them: the network, not its hash
+    expect(table.stdout).toMatch(new RegExp(`^NETWORK +CONTAINER +IFNAME +IPS +MASQUERADE +BACKEND +TAG\ncbr0 +pod1 +eth0 +${podIp.replaceAll('.', '\\.')} +yes +iptables +[0-9a-f]{20}\n$`));
     const json = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', bridge, 'masq', '--network', 'cbr0', '--json']);
-    expect(JSON.parse(json.stdout)).toMatchObject([{ ips: [podIp], masquerades: true, backend: 'iptables' }]);
+    expect(JSON.parse(json.stdout)).toMatchObject([{ network: 'cbr0', containerId: 'pod1', ifname: 'eth0', ips: [podIp], masquerades: true, backend: 'iptables' }]);
     const checked = await drive('check');
     expect(checked.code, checked.stdout + checked.stderr).toBe(0);
     const deleted = await drive('del');
@@ -218,6 +219,22 @@ describe('install-plugin and install-conf as init containers run them', () => {
       expect([installed.code, installed.json?.cniVersion]).toEqual([0, '1.0.0']);
     } finally {
       rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('credentials in a URL', () => {
+  it('are refused and never printed, by either form of the daemon', async () => {
+    for (const exe of [join(OUR_BIN, 'vxlan-flannel'), join(STANDALONE_BIN, 'vxlan-flannel')]) {
+      for (const args of [
+        ['--kube-subnet-mgr', '--node-name', 'n1', '--kube-api-url', 'https://:hunter2@127.0.0.1:1/'],
+        ['--etcd-endpoints', 'http://root:hunter2@127.0.0.1:1'],
+      ]) {
+        const r = await runProcess([exe, 'daemon', '--subnet-file', '/nonexistent/subnet.env', ...args], { PATH }, '');
+        expect(r.code, `${exe} ${args.join(' ')}`).toBe(1);
+        expect(r.stderr).toMatch(/must not carry a user or password/);
+        expect(r.stdout + r.stderr).not.toContain('hunter2');
+      }
     }
   });
 });

@@ -69,6 +69,8 @@ interface VtepStatus {
 }
 
 export interface StatusReport {
+  /** The daemon whose flags status read (`vxlan-flannel status` without flags), as its command line. */
+  daemon?: string;
   store: string;
   node?: NodeStatus;
   network?: { backend: string; network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; vni?: number; port?: number };
@@ -90,6 +92,8 @@ export interface StatusReport {
   ipv6Peers: PeerStatus[];
   ignored: string[];
   problems: string[];
+  /** What the reader should know about how status looked (no daemon found, its environment unreadable). */
+  notes: string[];
 }
 
 const same = (a: string | undefined, b: string) => a !== undefined && (IP.parse(a)?.toString() ?? a) === b;
@@ -118,7 +122,7 @@ function peerStatus(p: Peer, actual: Actual, direct: boolean): PeerStatus {
 }
 
 export async function collectStatus(store: StatusSource, subnetFile: string): Promise<StatusReport> {
-  const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [] };
+  const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [], notes: [] };
   if (store.ownNode) {
     const node = (report.node = await store.ownNode());
     const name = JSON.stringify(node.name);
@@ -228,7 +232,7 @@ async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: Lease
 }
 
 export function formatStatus(r: StatusReport): string {
-  const lines: string[] = [`store:   ${r.store}`];
+  const lines: string[] = [...(r.daemon ? [`daemon:  ${r.daemon}`] : []), `store:   ${r.store}`];
   if (r.node) {
     const cond = r.node.networkUnavailable;
     lines.push(`node:    ${r.node.name}${r.node.exists ? `, NetworkUnavailable ${cond ? `${cond.status}${cond.reason ? ` (${cond.reason})` : ''}` : 'not set'}` : ' MISSING'}`);
@@ -269,6 +273,7 @@ export function formatStatus(r: StatusReport): string {
     lines.push('peers:   none');
   }
   for (const s of r.ignored) lines.push(`ignored: ${s}`);
+  for (const n of r.notes) lines.push(`note:    ${n}`);
   for (const p of r.problems) lines.push(`problem: ${p}`);
   lines.push(r.problems.length ? `state:   DEGRADED (${r.problems.length} problem${r.problems.length > 1 ? 's' : ''})` : 'state:   ok');
   return lines.join('\n') + '\n';

@@ -11,13 +11,13 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { IP, type Prefix } from '../../net/ip';
+import { DEFAULT_DATA_DIR } from '../../ipam/config';
 
 /** Upper bounds of the reconcile duration buckets, in seconds. */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Upper bounds of the lease change latency buckets, in seconds (the goal is 10 ms). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
-export const DEFAULT_IPAM_DIR = '/var/lib/cni/networks';
 
 type Labels = Record<string, string>;
 type Kind = 'full' | 'changes';
@@ -113,7 +113,7 @@ export class DaemonMetrics {
 
   /** host-local's reservations inside this node's subnets, per network directory and family. */
   private podAddresses(): [string, Labels, number][] {
-    const dir = this.sources.ipamDir ?? DEFAULT_IPAM_DIR;
+    const dir = this.sources.ipamDir ?? DEFAULT_DATA_DIR;
     if (!this.subnets.length) return [];
     let networks: string[];
     try {

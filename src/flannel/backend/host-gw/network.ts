@@ -9,7 +9,7 @@
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
 import { IP, type Prefix } from '../../../net/ip';
-import { familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { PUT_BACK, changeLines, familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes, routeDrift } from './routes';
 import { KernelWatch } from '../kernel-watch';
@@ -43,6 +43,7 @@ export class HostGwNetwork implements Backend {
   /** Families whose routes could not be read on the last pass. */
   private readonly unread = new Set<string>();
   private readonly log;
+  private readonly detail: number;
   private readonly problems;
   private readonly resync: (why: string) => void;
   private readonly ctx: BackendContext;
@@ -52,6 +53,7 @@ export class HostGwNetwork implements Backend {
   /** Throws flanneld's reason when this node is behind NAT (its public address is not the interface's). */
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
+    this.detail = ctx.detail ?? 0;
     this.problems = ctx.problems;
     this.resync = ctx.resync;
     this.ctx = ctx;
@@ -145,7 +147,8 @@ export class HostGwNetwork implements Backend {
     const key = `routes${f.family}`;
     let index = this.indexes.get(f.family);
     if (!index) this.indexes.set(f.family, (index = new RouteIndex({ ...f, ...this.addresses }, f.pool.network)));
-    const before = full ? undefined : this.programmed.get(f.family);
+    const last = this.programmed.get(f.family);
+    const before = full ? undefined : last;
     const { peers, keys, skipped } = peersToPlan(index, change, !!before, `IPv${f.family} routes`);
     // what the kernel reported since the last pass: a full pass reads it all, a changes pass plans the routes changed behind its back
     const seen = this.watch?.take(f.family);
@@ -165,12 +168,18 @@ export class HostGwNetwork implements Backend {
       const actual = was ? (drift ? drift.overlay(was, keys!) : was) : await readRoutes(f.pool.network);
       const plan = planRoutes(peers, actual, this.dev, f.pool.network);
       this.programmed.delete(f.family); // until the plan is applied in full
+      // a route a full pass adds was in place after the last pass if its peer is the same
+      let bySubnet: Map<string, RoutePeer> | undefined; // made only when a change is logged
+      const unchanged = (subject: string) => {
+        const was = last?.get(subject);
+        return !!was && (bySubnet ??= new Map(peers.map((p) => [p.subnet.toString(), p]))).get(subject)?.gateway === was.gateway;
+      };
       try {
         await applyRoutes(plan);
-        this.logChanges(plan.changes, why, !before);
+        this.logChanges(changeLines(plan, unchanged), why, !before);
       } catch (err) {
         if (err instanceof RoutePlanError) {
-          this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
+          this.logChanges(changeLines(plan, unchanged, err.failedChanges), why, !before);
           recordRefused(state, plan.subjects, err.failedChanges);
         }
         // after a changes pass the full pass comes at once (see vxlan)
@@ -193,11 +202,13 @@ export class HostGwNetwork implements Backend {
     return state;
   }
 
-  /** One log line per change; a full pass making many (the first: one per peer) logs how many, in one line. */
+  /** One log line per change; a full pass making many (the first: one per peer) logs how many, in one line (but with -v=2). */
   private logChanges(changes: readonly string[], why: string, fullPass: boolean): void {
-    if (fullPass && changes.length > SUMMARY_OVER) {
+    if (fullPass && changes.length > SUMMARY_OVER && this.detail < 2) {
       const added = changes.filter((c) => c.endsWith(': added')).length;
-      this.log(`${changes.length} route changes (${why}): ${added} added, ${changes.length - added} removed or replaced`);
+      const putBack = changes.filter((c) => c.endsWith(PUT_BACK)).length;
+      const back = putBack ? `${putBack} put back (had gone missing), ` : '';
+      this.log(`${changes.length} route changes (${why}): ${added} added, ${back}${changes.length - added - putBack} removed or replaced`);
       return;
     }
     for (const c of changes) this.log(`${c} (${why})`);
