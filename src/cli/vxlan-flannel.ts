@@ -12,7 +12,8 @@ import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } 
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
 import { DEFAULT_DATA_DIR } from '../flannel/attachments';
 import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
-import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube/kube-manager';
+import { DEFAULT_NET_CONF_PATH } from '../flannel/kube/config';
+import type { KubeOptions } from '../flannel/kube/kube-manager';
 import { DEFAULT_DATA_DIR as IPAM_DATA_DIR } from '../ipam/config';
 import { isAbsolute, normalize } from 'node:path';
 import type { DaemonProcess } from '../flannel/commands/daemon-process';

@@ -6,9 +6,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { readIfExists } from '../../util/fs';
 import { Daemon, DaemonOptions } from './daemon';
-import { serveHealth } from './healthz';
 import { DaemonMetrics } from './metrics';
-import { KubeManager, KubeOptions } from '../kube/kube-manager';
+import type { KubeOptions } from '../kube/kube-manager';
 import type { LeaseSubnets } from '../lease';
 import { Log, printable } from '../log';
 import type { SubnetManager } from '../manager';
@@ -73,7 +72,8 @@ function compactAfterFullPasses(): () => void {
 
 /** Leases assigned by Kubernetes with --kube-subnet-mgr; else chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
 async function openManager(o: RunOptions, log: Log): Promise<SubnetManager> {
-  if (o.kube) return KubeManager.open(o.kube, log);
+  // each source's client is loaded only when asked for: a daemon on a store never loads the Kubernetes client (https, tls)
+  if (o.kube) return (await import('../kube/kube-manager')).KubeManager.open(o.kube, log);
   return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
 }
 
@@ -116,7 +116,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   let closeHealth = async () => {};
   if (o.healthz) {
     try {
-      closeHealth = (await serveHealth(o.healthz, daemon, metrics)).close;
+      closeHealth = (await (await import('./healthz')).serveHealth(o.healthz, daemon, metrics)).close;
       const everywhere = o.healthz.ip === '0.0.0.0' || o.healthz.ip === '::';
       // flanneld's default address too; said here because the endpoints answer anyone who can reach them
       log(`serving /healthz, /readyz and /metrics on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}${everywhere ? ' (every address of this node, without authentication: --healthz-ip narrows it)' : ''}`);

@@ -21,7 +21,7 @@ import { networkDownPatch, networkUpPatch } from './network-condition';
 import type { KubeNode } from './node';
 import { NodeChange, NodeWatch, NodeWatchOptions } from './node-watch';
 
-export const DEFAULT_NET_CONF_PATH = '/etc/kube-flannel/net-conf.json';
+export { DEFAULT_NET_CONF_PATH } from './config';
 
 export interface KubeOptions extends KubeConfigOptions {
   /** This node's Node (NODE_NAME, --node-name); when empty, the node `pod` runs on. */

@@ -642,11 +642,25 @@ async function benchFile(fam, n, dir) {
   });
 }
 
+/** One POST to etcd's JSON gateway (the bench writes leases as another node would). */
+function gateway(endpoint, path, body) {
+  return new Promise((res, rej) => {
+    const req = http.request(`${endpoint}${path}`, { method: 'POST', agent: gatewayAgent }, (r) => {
+      let text = '';
+      r.on('data', (c) => (text += c));
+      r.on('end', () => (r.statusCode === 200 ? res(JSON.parse(text)) : rej(new Error(`${path}: ${r.statusCode} ${text}`))));
+    });
+    req.on('error', rej);
+    req.end(JSON.stringify(body));
+  });
+}
+const gatewayAgent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+
 /** etcd (in the namespace) with N leases in flannel's schema. */
 async function benchEtcd(fam, n, dir) {
   const etcd = spawn('etcd', ['--data-dir', join(dir, 'etcd'), '--listen-client-urls', 'http://127.0.0.1:23790', '--advertise-client-urls', 'http://127.0.0.1:23790', '--listen-peer-urls', 'http://127.0.0.1:23800', '--initial-advertise-peer-urls', 'http://127.0.0.1:23800', '--initial-cluster', 'default=http://127.0.0.1:23800', '--log-level', 'error'], { stdio: 'ignore' });
-  const { Etcd3 } = await import('etcd3');
-  const client = new Etcd3({ hosts: 'http://127.0.0.1:23790' });
+  const call = (path, body) => gateway('http://127.0.0.1:23790', path, body);
+  const b64 = (t) => Buffer.from(t).toString('base64');
   const key = (i) => `/coreos.com/network/subnets/${leaseKeyOf(fam, i)}`;
   let lease;
   try {
@@ -654,22 +668,21 @@ async function benchEtcd(fam, n, dir) {
       seed: async () => {
         for (let k = 0; ; k++) {
           try {
-            await client.put('/coreos.com/network/config').value(storeNetConf(fam));
+            await call('/v3/kv/put', { key: b64('/coreos.com/network/config'), value: b64(storeNetConf(fam)) });
             break;
           } catch (err) {
             if (k > 100) throw err;
             await sleep(100);
           }
         }
-        lease = client.lease(86400, { autoKeepAlive: false });
-        await parallel(Array.from({ length: n }, (_, k) => k + 1), 16, (i) => lease.put(key(i)).value(leaseValue(fam, i)));
+        lease = (await call('/v3/lease/grant', { TTL: '86400' })).ID;
+        await parallel(Array.from({ length: n }, (_, k) => k + 1), 16, (i) => call('/v3/kv/put', { key: b64(key(i)), value: b64(leaseValue(fam, i)), lease }));
       },
       args: ['--etcd-endpoints', 'http://127.0.0.1:23790'],
-      put: (i, value) => lease.put(key(i)).value(value),
-      del: (i) => client.delete().key(key(i)),
+      put: (i, value) => call('/v3/kv/put', { key: b64(key(i)), value: b64(value), lease }),
+      del: (i) => call('/v3/kv/deleterange', { key: b64(key(i)) }),
     });
   } finally {
-    client.close();
     etcd.kill('SIGTERM');
     await new Promise((r) => etcd.once('exit', r));
   }
