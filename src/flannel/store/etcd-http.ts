@@ -178,16 +178,17 @@ export class EtcdHttp {
     });
   }
 
-  private request(endpoint: string, path: string, onResponse: (res: http.IncomingMessage) => void, timeoutMs: number | undefined = this.o.timeoutMs): http.ClientRequest {
+  /** A POST; `timeoutMs` 0: none (a watch stream is quiet for as long as nothing changes). */
+  private request(endpoint: string, path: string, onResponse: (res: http.IncomingMessage) => void, timeoutMs = this.o.timeoutMs): http.ClientRequest {
     const url = new URL(path, endpoint);
     const lib = url.protocol === 'https:' ? https : http;
     const req = lib.request(url, {
       method: 'POST',
       agent: this.agent,
       headers: { 'content-type': 'application/json', ...(this.token ? { authorization: this.token } : {}) },
-      ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}),
+      ...(timeoutMs > 0 ? { timeout: timeoutMs } : {}),
     }, onResponse);
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs! / 1000} s`)));
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
     return req;
   }
 
@@ -293,7 +294,7 @@ export class EtcdHttp {
       });
       res.on('error', (err) => end(new EtcdUnreachable(`etcd ${endpoint} unreachable: ${err.message}`)));
       res.on('end', () => end(new EtcdUnreachable(`etcd ${endpoint} ended the watch stream`)));
-    }, undefined);
+    }, 0);
     req.on('socket', (s) => s.setKeepAlive(true, 10_000));
     req.on('error', (err) => end(new EtcdUnreachable(`etcd ${endpoint} unreachable: ${err.message}`)));
     req.end(JSON.stringify(body));
