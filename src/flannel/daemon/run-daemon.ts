@@ -5,6 +5,8 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { readIfExists } from '../../util/fs';
+import { batchSessions } from '../../iproute/batch-session';
+import { currentRunner, setRunner } from '../../iproute/exec';
 import { Daemon, DaemonOptions } from './daemon';
 import { DaemonMetrics } from './metrics';
 import type { KubeOptions } from '../kube/kube-manager';
@@ -95,6 +97,9 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   // are read (docs/speed.md, "Memory at 5,000 Nodes").
   setFlagsFromString('--optimize-for-size');
   const afterFullPass = compactAfterFullPasses();
+  // The peers' batches go to an ip and a bridge kept running, not a process forked per batch (batch-session.ts).
+  const sessions = batchSessions(currentRunner());
+  setRunner(sessions.runner);
   const log = stderrLog(!!o.skipHeaders);
   // The last resort, for a bug of ours: one log line with the stack, not Node's report, which quotes the
   // source line the error came from (the whole minified bundle, ~24 KB). The process still exits: what
@@ -132,7 +137,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
       if (stopping) return;
       stopping = true;
       log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP, routes and firewall rules stay for the next start)'}`);
-      daemon.stop().finally(closeHealth).then(
+      daemon.stop().finally(closeHealth).finally(sessions.close).then(
         () => resolve(0),
         (err) => {
           log(`stop failed: ${(err as Error).message}`);
