@@ -8,6 +8,7 @@ import { readIfExists } from '../../util/fs';
 import { batchSessions } from '../../iproute/batch-session';
 import { currentRunner, setRunner } from '../../iproute/exec';
 import { Daemon, DaemonOptions } from './daemon';
+import { setDaemonV8Flags } from './v8-flags';
 import { DaemonMetrics } from './metrics';
 import type { KubeOptions } from '../kube/kube-manager';
 import type { LeaseSubnets } from '../lease';
@@ -85,17 +86,7 @@ async function openManager(o: RunOptions, log: Log): Promise<SubnetManager> {
  * stops it at its next step.
  */
 export async function runDaemon(o: RunOptions): Promise<number> {
-  // The young generation stays at its initial size instead of growing up to 16 MiB per semi-space:
-  // the watch's short-lived garbage (thousands of kubelet heartbeats, each a parsed Node dropped at once)
-  // made it grow, and V8 keeps what it grew. Measured at 5,000 Nodes: ~30 MiB less RSS for a little
-  // more CPU in scavenges (docs/speed.md, "Cluster scale"). A long-running process only: plugins keep V8's default.
-  setFlagsFromString('--semi-space-growth-factor=1');
-  // V8's heap settings for size over speed (a smaller old generation between collections, less
-  // compiled code kept). At 5,000 Nodes, with glibc's tunables (boot/malloc-tunables.ts): ~90 MiB RSS
-  // from the start on and a peak of ~100, against ~100 after the start, ~95 at the end and a peak up
-  // to 120 when set once started; the price is ~60-100 ms more garbage collection while the Nodes
-  // are read (docs/speed.md, "Memory at 5,000 Nodes").
-  setFlagsFromString('--optimize-for-size');
+  setDaemonV8Flags(); // (the standalone executable set them before anything was compiled)
   const afterFullPass = compactAfterFullPasses();
   // The peers' batches go to an ip and a bridge kept running, not a process forked per batch (batch-session.ts).
   const sessions = batchSessions(currentRunner());
