@@ -121,8 +121,8 @@ export function parsePolicy(obj: unknown): Policy {
   const failed = (problem: string, podSelector?: Selector): Policy => ({ ...base, ...(podSelector ? { podSelector } : {}), ...(ingress ? { ingress: [] } : {}), ...(egress ? { egress: [] } : {}), problem });
   let podSelector: Selector | undefined;
   try {
-    knownFields(spec, ['podSelector', 'policyTypes', 'ingress', 'egress'], 'spec');
     podSelector = spec.podSelector == null ? EVERYTHING : selector(spec.podSelector, 'spec.podSelector');
+    knownFields(spec, ['podSelector', 'policyTypes', 'ingress', 'egress'], 'spec');
     const rules = (field: 'ingress' | 'egress', peers: 'from' | 'to') => list(spec[field], `spec.${field}`).map((r, i) => rule(r, `spec.${field}[${i}]`, peers, base.namespace));
     const inRules = rules('ingress', 'from');
     const outRules = rules('egress', 'to');
