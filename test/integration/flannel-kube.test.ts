@@ -281,6 +281,30 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to drop ghost`, () => !hasRoute(node, '10.88.60.0/24'), 30_000, 20);
   });
 
+  it('a broken API server (events of the wrong shape, a 160 MiB list page) stops no daemon: each lists again, refuses the page, and programs the next change', async () => {
+    const before = [d1, d2, d3!].map((d) => d.log().length);
+    const logSince = (d: DaemonHandle, i: number) => d.log().slice(before[i]);
+    expect(await server.sendRawWatchText('{"type":"ADDED","object":null}\n')).toBe(3);
+    for (const [i, d] of [d1, d2, d3!].entries()) {
+      await waitAndReport(`${d.node.name} to list again`, () => /listing every Node again: .*the watch is broken: it sent an event \(ADDED\) whose object is not a JSON object/.test(logSince(d, i)), 20_000, 20);
+    }
+    await waitFor('the watches to open again', async () => (await server.openWatches()) === 3);
+    await server.oversizeNextList(160 * 2 ** 20); // past the 64 MiB limit by more than the sockets can buffer
+    await server.sendRawWatchText('null\n'); // the next list is the oversized one
+    await waitAndReport('a daemon to refuse the oversized page', () => [d1, d2, d3!].some((d, i) => /larger than 64 MiB \(the limit\): aborted/.test(logSince(d, i))), 20_000, 20);
+    expect((await server.oversizedListResult())?.closedByClient).toBe(true);
+    const mac = '0a:58:0a:58:3d:00';
+    await server.createNode({ ...registeredNode('ghost2', 61), metadata: { name: 'ghost2', annotations: flannelAnnotations(`${UNDERLAY_PREFIX}.61`, mac) } });
+    for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to program ghost2`, () => topo.peerState(node.ns, '10.88.61.0/24', mac, `${UNDERLAY_PREFIX}.61`).route, 30_000, 20);
+    for (const [i, d] of [d1, d2, d3!].entries()) {
+      expect(d.proc.exitCode, d.node.name).toBeNull();
+      const longest = Math.max(...logSince(d, i).split('\n').map((l) => l.length));
+      expect(longest, `${d.node.name}'s longest log line`).toBeLessThan(2000);
+    }
+    await server.deleteNode('ghost2');
+    for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to drop ghost2`, () => !hasRoute(node, '10.88.61.0/24'), 30_000, 20);
+  });
+
   it('drift is repaired from the watched Nodes as with the stores: a peer\'s route, neighbour and FDB entry deleted by hand come back', async () => {
     const mac = vtep(n2).address;
     topo.ip(n1.ns, 'route del 10.88.2.0/24 dev flannel.1');

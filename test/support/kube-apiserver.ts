@@ -130,11 +130,22 @@ export interface KubeApiHooks {
   requests(): Promise<RequestRecord[]>;
   clearRequests(): Promise<void>;
   openWatches(): Promise<number>;
+  /** A broken or hostile server: writes `text` as it is to every open watch stream; returns how many. */
+  sendRawWatchText(text: string): Promise<number>;
+  /**
+   * A broken or hostile server: the next list of Nodes is answered 200 with a
+   * body of `bytes` bytes (one Node with a huge annotation), written in 1 MiB
+   * pieces until it is all sent or the client closes the connection.
+   */
+  oversizeNextList(bytes: number): Promise<void>;
+  /** What the oversized answer came to: bytes written, and whether the client closed before its end. */
+  oversizedListResult(): Promise<{ written: number; closedByClient: boolean } | undefined>;
 }
 
 export const HOOK_NAMES: readonly (keyof KubeApiHooks)[] = [
   'createPod', 'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
   'sendBookmarks', 'bumpResourceVersion', 'expireContinueTokens', 'setUsers', 'requests', 'clearRequests', 'openWatches',
+  'sendRawWatchText', 'oversizeNextList', 'oversizedListResult',
 ];
 
 /** An API error: answered as a Status object. */
@@ -351,6 +362,9 @@ export class KubeApiServer implements KubeApiHooks {
   private gonePending = 0;
   /** How many of the next lists with a continue token get 410 Expired (expireContinueTokens). */
   private continueExpiries = 0;
+  /** The size of the next list's oversized answer (oversizeNextList), and what became of the last one. */
+  private oversizeBytes = 0;
+  private oversized?: { written: number; closedByClient: boolean };
   /** Client addresses whose next watch from a resourceVersion gets 410 (forceGone's `from`). */
   private readonly goneFor = new Set<string>();
   private users: KubeUser[];
@@ -459,6 +473,16 @@ export class KubeApiServer implements KubeApiHooks {
   }
   async openWatches(): Promise<number> {
     return this.watches.size;
+  }
+  async sendRawWatchText(text: string): Promise<number> {
+    for (const w of this.watches) w.res.write(text);
+    return this.watches.size;
+  }
+  async oversizeNextList(bytes: number): Promise<void> {
+    this.oversizeBytes = bytes;
+  }
+  async oversizedListResult(): Promise<{ written: number; closedByClient: boolean } | undefined> {
+    return this.oversized && { ...this.oversized };
   }
 
   // ---- storage ----
@@ -676,6 +700,7 @@ export class KubeApiServer implements KubeApiHooks {
         this.authorize(user, watch ? 'watch' : 'list', 'nodes');
         const selector = { labels: parseLabelSelector(q.get('labelSelector') ?? undefined), fields: parseFieldSelector(q.get('fieldSelector') ?? undefined) };
         if (watch) return this.watch(req, res, q, selector);
+        if (this.oversizeBytes > 0) return this.sendOversizedList(res);
         const { items, metadata } = this.listPage(q, selector);
         if (wantsTable(req)) return send(res, 200, { ...table(items, undefined), metadata });
         // stored Nodes are never changed in place (a write stores a new object): each is serialized once
@@ -779,6 +804,28 @@ export class KubeApiServer implements KubeApiHooks {
     const fn = (this as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[name];
     const result = await fn.apply(this, Array.isArray(args) ? args : []);
     send(res, 200, { result: result === undefined ? null : (result as Json) });
+  }
+
+  /** The answer oversizeNextList asked for: a NodeList whose one Node has an annotation that makes it `oversizeBytes` long. */
+  private sendOversizedList(res: ServerResponse): void {
+    const size = this.oversizeBytes;
+    this.oversizeBytes = 0;
+    const head = `{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"${this.rv}"},"items":[{"metadata":{"name":"huge","annotations":{"x":"`;
+    const tail = '"}}}]}';
+    const result: { written: number; closedByClient: boolean } = (this.oversized = { written: 0, closedByClient: false });
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(size) });
+    res.on('close', () => (result.closedByClient = !res.writableFinished));
+    const piece = Buffer.alloc(2 ** 20, 'a');
+    const write = (): void => {
+      while (!res.destroyed) {
+        const left = size - result.written;
+        const chunk = result.written === 0 ? Buffer.from(head) : left <= tail.length + piece.length ? Buffer.concat([piece.subarray(0, Math.max(0, left - tail.length)), Buffer.from(tail)]) : piece;
+        result.written += chunk.length;
+        if (result.written >= size) return void res.end(chunk);
+        if (!res.write(chunk)) return void res.once('drain', write);
+      }
+    };
+    write();
   }
 
   // ---- watch ----

@@ -75,6 +75,13 @@ async function openManager(o: RunOptions): Promise<SubnetManager> {
  * stops it at its next step.
  */
 export async function runDaemon(o: RunOptions): Promise<number> {
+  // The last resort, for a bug of ours: one log line with the stack, not Node's report, which quotes the
+  // source line the error came from (the whole minified bundle, ~24 KB). The process still exits: what
+  // threw left its state unknown, and the kubelet or systemd starts a clean one (the kernel state stays).
+  process.on('uncaughtException', (err) => {
+    log(`fatal: unexpected error: ${err instanceof Error ? err.stack : String(err)}`);
+    process.exit(70);
+  });
   // The young generation stays at its initial size instead of growing up to 16 MiB per semi-space:
   // the watch's short-lived garbage (thousands of kubelet heartbeats, each a parsed Node dropped at once)
   // made it grow, and V8 keeps what it grew. Measured at 5,000 Nodes: ~30 MiB less RSS for a little

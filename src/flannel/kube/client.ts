@@ -11,6 +11,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { KubeConnection } from './config';
 import type { KubeNode, NodeList, WatchEvent } from './node';
+import { CheckedEvent, LineSplitter, isObject, mib, parseWatchEvent } from './watch-stream';
 
 /** A request that failed: the message names the method, the URL and the HTTP status (or the network error). */
 export class KubeApiError extends Error {
@@ -25,6 +26,18 @@ export class KubeApiError extends Error {
     super(message);
   }
 }
+
+/**
+ * The reason of a KubeApiError for an answer that is not what the API
+ * promises (a watch event of the wrong shape, a list whose items are not
+ * objects): whoever watched cannot tell what was missed, and lists again.
+ */
+export const MALFORMED = 'Malformed';
+
+/** The most an answer other than a watch may be (a page of 500 Nodes is a few MB). */
+export const MAX_BODY_BYTES = 64 * 2 ** 20;
+/** The most one watch event may be (a Node is a few KB; an object is at most ~1.5 MB in etcd). */
+export const MAX_WATCH_LINE_BYTES = 4 * 2 ** 20;
 
 export interface WatchHandle {
   /**
@@ -47,6 +60,10 @@ export interface KubeClientOptions {
    */
   watchIdleMs?: number;
   userAgent?: string;
+  /** The most an answer may be: past it the request is aborted (default MAX_BODY_BYTES). */
+  maxBodyBytes?: number;
+  /** The most one watch event may be: past it the watch is taken as broken (default MAX_WATCH_LINE_BYTES). */
+  maxWatchLineBytes?: number;
 }
 
 type PatchType = 'strategic' | 'merge';
@@ -66,6 +83,8 @@ export class KubeClient {
   private readonly timeoutMs: number;
   private readonly watchIdleMs: number;
   private readonly userAgent: string;
+  private readonly maxBodyBytes: number;
+  private readonly maxWatchLineBytes: number;
 
   constructor(
     private readonly conn: KubeConnection,
@@ -74,6 +93,8 @@ export class KubeClient {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.watchIdleMs = opts.watchIdleMs ?? 90_000;
     this.userAgent = opts.userAgent ?? 'vxlan-flannel';
+    this.maxBodyBytes = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+    this.maxWatchLineBytes = opts.maxWatchLineBytes ?? MAX_WATCH_LINE_BYTES;
     this.agent = conn.server.startsWith('https:')
       ? new https.Agent({ keepAlive: true, ca: conn.ca, cert: conn.cert, key: conn.key, rejectUnauthorized: !conn.insecureSkipTLSVerify, servername: conn.tlsServerName })
       : new http.Agent({ keepAlive: true });
@@ -104,9 +125,16 @@ export class KubeClient {
    */
   async listNodesPage(limit: number, token?: string): Promise<NodeList> {
     const query = new URLSearchParams({ limit: String(limit), ...(token ? { continue: token } : {}) });
-    const list = await this.call<{ items?: KubeNode[]; metadata?: { resourceVersion?: string; continue?: string } }>('GET', `/api/v1/nodes?${query}`);
-    const next = list.metadata?.continue;
-    return { items: list.items ?? [], resourceVersion: list.metadata?.resourceVersion ?? '', ...(next ? { continue: next } : {}) };
+    const path = `/api/v1/nodes?${query}`;
+    const list = await this.call<unknown>('GET', path);
+    const malformed = (what: string) => new KubeApiError(`GET ${this.conn.server}${path}: ${what}`, 200, MALFORMED);
+    if (!isObject(list)) throw malformed('the list is not a JSON object');
+    const items = list.items ?? [];
+    if (!Array.isArray(items) || !items.every(isObject)) throw malformed('the list\'s items are not JSON objects');
+    const meta = isObject(list.metadata) ? list.metadata : {};
+    const rv = typeof meta.resourceVersion === 'string' ? meta.resourceVersion : '';
+    const next = typeof meta.continue === 'string' ? meta.continue : undefined;
+    return { items: items as unknown as KubeNode[], resourceVersion: rv, ...(next ? { continue: next } : {}) };
   }
 
   /**
@@ -170,8 +198,10 @@ export class KubeClient {
     const query = new URLSearchParams({ watch: '1', allowWatchBookmarks: 'true', resourceVersion, timeoutSeconds: String(timeoutSeconds) });
     const { req, url } = this.open('GET', `/api/v1/nodes?${query}`);
     let stopped = false;
+    let over = false;
     const done = new Promise<void>((resolve, reject) => {
       const fail = (err: Error) => {
+        over = true;
         req.destroy();
         reject(err);
       };
@@ -179,32 +209,36 @@ export class KubeClient {
       req.on('error', (err) => (stopped ? resolve() : fail(this.networkError('GET', url, err))));
       req.on('response', (res) => {
         if (res.statusCode !== 200) {
-          readBody(res).then((body) => fail(this.statusError('GET', url, res.statusCode ?? 0, body)), fail);
+          readBody(res, this.maxBodyBytes).then((body) => fail(this.statusError('GET', url, res.statusCode ?? 0, body)), fail);
           return;
         }
-        res.setEncoding('utf8');
-        let pending = '';
-        res.on('data', (chunk: string) => {
-          pending += chunk;
-          for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
-            const line = pending.slice(0, nl).trim();
-            pending = pending.slice(nl + 1);
-            if (!line) continue;
-            let event: WatchEvent;
-            try {
-              event = JSON.parse(line) as WatchEvent;
-            } catch {
-              return fail(new KubeApiError(`GET ${url}: the watch sent something that is not JSON: ${JSON.stringify(line.slice(0, 200))}`));
+        const lines = new LineSplitter(this.maxWatchLineBytes);
+        // Nothing thrown here may leave the handler: an exception in a stream's event handler ends the process.
+        res.on('data', (chunk: Buffer) => {
+          if (over) return;
+          let event: CheckedEvent | undefined;
+          try {
+            for (const line of lines.push(chunk)) {
+              if (over) return; // the rest of a chunk after a failure is not read
+              event = undefined;
+              if (!line.trim()) continue;
+              event = parseWatchEvent(line);
+              if (event.type === 'ERROR') {
+                const s = event.object as { code?: unknown; reason?: unknown; message?: unknown };
+                const code = typeof s.code === 'number' ? s.code : undefined;
+                const reason = typeof s.reason === 'string' ? s.reason : undefined;
+                const message = typeof s.message === 'string' ? s.message : JSON.stringify(s);
+                return fail(new KubeApiError(`GET ${url}: watch ERROR ${code ?? '?'} ${reason ?? ''}: ${message.slice(0, 500)}`, code, reason));
+              }
+              onEvent(event as unknown as WatchEvent);
             }
-            if (event.type === 'ERROR') {
-              const s = event.object ?? {};
-              return fail(new KubeApiError(`GET ${url}: watch ERROR ${s.code ?? '?'} ${s.reason ?? ''}: ${s.message ?? JSON.stringify(s)}`, s.code, s.reason));
-            }
-            onEvent(event);
+          } catch (err) {
+            const what = event ? `its ${event.type} event could not be read (${(err as Error).message})` : `it sent ${(err as Error).message}`;
+            return fail(new KubeApiError(`GET ${url}: the watch is broken: ${what}`, undefined, MALFORMED));
           }
         });
         res.on('error', (err) => (stopped ? resolve() : fail(new KubeApiError(`GET ${url}: the watch stream broke (${err.message})`))));
-        res.on('end', () => (pending.trim() ? fail(new KubeApiError(`GET ${url}: the watch stream ended inside an event`)) : resolve()));
+        res.on('end', () => (lines.pending ? fail(new KubeApiError(`GET ${url}: the watch stream ended inside an event`)) : resolve()));
         res.on('close', () => {
           if (stopped) resolve();
           else if (!res.complete) fail(new KubeApiError(`GET ${url}: the watch stream broke`));
@@ -245,7 +279,7 @@ export class KubeClient {
         reject(err instanceof KubeApiError ? err : this.networkError(method, url, err));
       });
       req.on('response', (res) => {
-        readBody(res).then(
+        readBody(res, this.maxBodyBytes).then(
           (text) => {
             clearTimeout(timer);
             const status = res.statusCode ?? 0;
@@ -288,10 +322,18 @@ export class KubeClient {
   }
 }
 
-function readBody(res: http.IncomingMessage): Promise<string> {
+/** An answer's body, at most `limit` bytes: past it the connection is closed and the promise rejects. */
+function readBody(res: http.IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
+    let bytes = 0;
+    res.on('data', (c: Buffer) => {
+      bytes += c.length;
+      if (bytes <= limit) return void chunks.push(c);
+      chunks.length = 0;
+      reject(new Error(`the answer is larger than ${mib(limit)} (the limit): aborted`));
+      res.destroy();
+    });
     res.on('end', () => resolve(Buffer.concat(chunks).toString()));
     res.on('error', reject);
     res.on('close', () => {

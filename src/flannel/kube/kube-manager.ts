@@ -15,6 +15,7 @@ import { HeldLease, LeaseDelta, LeaseHooks, LeaseList, StoreUnavailable, SubnetM
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
 import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
+import { isObject } from './watch-stream';
 import { KubeConfigOptions, KubeConnection, loadKubeConnection, verificationWarning } from './config';
 import { networkDownPatch, networkUpPatch } from './network-condition';
 import type { KubeNode } from './node';
@@ -65,17 +66,29 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
  * annotations, pod CIDRs): what the informer keeps of each while it reads
  * it, so that 5,000 kubelets' status (images, capacity, conditions), labels
  * and other annotations are not held in memory. `names`: the annotations
- * kept (all of them when absent).
+ * kept (all of them when absent). Only fields of the types the API promises
+ * are kept: whatever else the server sends never reaches the code that reads
+ * a lease.
  */
 export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
-  const { name, uid, resourceVersion, annotations: all } = node.metadata;
-  let annotations = all;
-  if (all && names) {
+  const meta: Record<string, unknown> = isObject(node.metadata) ? node.metadata : {};
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  const name = text(meta.name) ?? '';
+  const uid = text(meta.uid);
+  const resourceVersion = text(meta.resourceVersion);
+  let annotations: Record<string, string> | undefined;
+  if (isObject(meta.annotations)) {
+    const all = meta.annotations;
     annotations = {};
-    for (const k of Object.values(names)) if (all[k] !== undefined) annotations[k] = all[k];
+    for (const k of names ? Object.values(names) : Object.keys(all)) if (typeof all[k] === 'string') annotations[k] = all[k];
   }
-  const spec = node.spec && { ...(node.spec.podCIDR !== undefined ? { podCIDR: node.spec.podCIDR } : {}), ...(node.spec.podCIDRs ? { podCIDRs: node.spec.podCIDRs } : {}) };
-  return { metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(annotations ? { annotations } : {}) }, ...(spec ? { spec } : {}) };
+  const spec: Record<string, unknown> | undefined = isObject(node.spec) ? node.spec : undefined;
+  const podCIDR = text(spec?.podCIDR);
+  const podCIDRs = Array.isArray(spec?.podCIDRs) ? spec.podCIDRs.filter((c): c is string => typeof c === 'string') : undefined;
+  return {
+    metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(annotations ? { annotations } : {}) },
+    ...(spec ? { spec: { ...(podCIDR !== undefined ? { podCIDR } : {}), ...(podCIDRs ? { podCIDRs } : {}) } } : {}),
+  };
 }
 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */

@@ -13,7 +13,11 @@
 //   meanwhile (410) starts the list again from its first page.
 // - Failures are retried with a bounded backoff (doubling up to maxMs, reset
 //   once the watch delivers again), each reported to onError.
-import { KubeApiError, KubeClient, LIST_PAGE_SIZE, WatchHandle } from './client';
+// - A watch that sends what the API never does (an event of the wrong shape,
+//   an object without a name) may have lost events: listed again, as on 410.
+//   An exception in a handler is reported to onError, never thrown into the
+//   stream: a daemon that exits takes the node's networking changes with it.
+import { KubeApiError, KubeClient, LIST_PAGE_SIZE, MALFORMED, WatchHandle } from './client';
 import type { KubeNode } from './node';
 
 export interface NodeChange {
@@ -55,7 +59,12 @@ export interface NodeWatchOptions {
   pageSize?: number;
 }
 
-const name = (n: KubeNode) => n.metadata.name;
+/** An object's metadata.name, when it has a non-empty one. */
+function nameOf(item: unknown): string | undefined {
+  const meta = (item as { metadata?: unknown }).metadata;
+  const n = typeof meta === 'object' && meta ? (meta as { name?: unknown }).name : undefined;
+  return typeof n === 'string' && n ? n : undefined;
+}
 
 export class NodeWatch {
   private readonly cache = new Map<string, KubeNode>();
@@ -115,7 +124,7 @@ export class NodeWatch {
         await this.current.done;
       } catch (err) {
         if (this.stopped) return;
-        if (err instanceof KubeApiError && err.status === 410) {
+        if (err instanceof KubeApiError && (err.status === 410 || err.reason === MALFORMED)) {
           this.handlers.onRelist?.(err.message);
           while (!this.stopped && !(await this.list())) await this.pause();
         } else {
@@ -134,7 +143,10 @@ export class NodeWatch {
       rv = await this.client.eachNodePage(
         this.pageSize,
         (page) => {
-          for (const item of page.items) if (item.metadata?.name) listed.set(item.metadata.name, this.keep(item));
+          for (const item of page.items) {
+            const n = nameOf(item); // a Node without a name cannot be anyone's peer
+            if (n !== undefined) listed.set(n, this.keep(item));
+          }
         },
         (why) => {
           listed.clear();
@@ -150,32 +162,49 @@ export class NodeWatch {
     for (const [n, node] of listed) {
       const previous = this.cache.get(n);
       this.cache.set(n, this.retain(node));
-      if (!previous) this.handlers.onChange({ type: 'ADDED', node });
-      else if (previous.metadata.resourceVersion !== node.metadata.resourceVersion) this.handlers.onChange({ type: 'MODIFIED', node, previous });
+      if (!previous) this.report({ type: 'ADDED', node });
+      else if (previous.metadata.resourceVersion !== node.metadata.resourceVersion) this.report({ type: 'MODIFIED', node, previous });
     }
     for (const [n, previous] of this.cache) {
       if (listed.has(n)) continue;
       this.cache.delete(n);
-      this.handlers.onChange({ type: 'DELETED', node: previous, previous });
+      this.report({ type: 'DELETED', node: previous, previous });
     }
     this.rv = rv;
     return true;
   }
 
+  /** One event of the watch; throws (the client takes the watch as broken) when its object has no name. */
   private apply(type: string, item: KubeNode): void {
     if (this.stopped) return;
     this.failures = 0;
-    if (item.metadata?.resourceVersion) this.rv = item.metadata.resourceVersion;
-    if (type === 'BOOKMARK' || !item.metadata?.name) return;
-    const node = this.keep(item);
-    const previous = this.cache.get(name(node));
-    if (type === 'DELETED') {
-      this.cache.delete(name(node));
-      this.handlers.onChange({ type: 'DELETED', node, previous });
+    const meta = (item as { metadata?: unknown }).metadata;
+    const rv = typeof meta === 'object' && meta && (meta as { resourceVersion?: unknown }).resourceVersion;
+    if (type === 'BOOKMARK') {
+      if (typeof rv === 'string' && rv) this.rv = rv;
       return;
     }
-    this.cache.set(name(node), this.retain(node));
-    this.handlers.onChange(previous ? { type: 'MODIFIED', node, previous } : { type: 'ADDED', node });
+    const n = nameOf(item);
+    if (n === undefined) throw new Error('its object has no metadata.name');
+    if (typeof rv === 'string' && rv) this.rv = rv;
+    const node = this.keep(item);
+    const previous = this.cache.get(n);
+    if (type === 'DELETED') {
+      this.cache.delete(n);
+      this.report({ type: 'DELETED', node, previous });
+      return;
+    }
+    this.cache.set(n, this.retain(node));
+    this.report(previous ? { type: 'MODIFIED', node, previous } : { type: 'ADDED', node });
+  }
+
+  /** Hands a change over; what the handler throws is reported, not thrown into the list or the stream. */
+  private report(change: NodeChange): void {
+    try {
+      this.handlers.onChange(change);
+    } catch (err) {
+      this.handlers.onError(new Error(`node ${JSON.stringify(change.node.metadata.name)} ${change.type.toLowerCase()}: ${(err as Error).message}`));
+    }
   }
 
   /** Waits the next backoff step (cut short by stop()). */
