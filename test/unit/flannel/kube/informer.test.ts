@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { createServer } from 'node:net';
 import { KubeClient } from '../../../../src/flannel/kube/client';
 import { Change, Informer } from '../../../../src/flannel/kube/informer';
-import { NODES } from '../../../../src/flannel/kube/resource';
+import { NODES, PODS, type KubeObject } from '../../../../src/flannel/kube/resource';
 import type { KubeNode } from '../../../../src/flannel/kube/node';
 import { KubeApiServer, RequestRecord, startKubeApiServer } from '../../../support/kube-apiserver';
 import { waitFor } from '../../../support/wait';
@@ -245,3 +245,49 @@ async function closedPort(): Promise<number> {
   await new Promise((r) => s.close(r));
   return port;
 }
+
+describe('the informer, on a namespaced collection (Pods)', () => {
+  let server: KubeApiServer;
+  let client: KubeClient;
+  beforeAll(async () => {
+    server = await startKubeApiServer({ historyLimit: 3 });
+    client = new KubeClient({ server: server.url, description: 'test' });
+  });
+  afterAll(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('keys each object by namespace/name across namespaces, in pages; what is kept is what `keep` makes; a relist after 410 reports the difference', async () => {
+    for (const ns of ['x', 'y']) await server.create('namespaces', { metadata: { name: ns } });
+    for (const key of ['x/a', 'y/a', 'y/b']) {
+      const [namespace, name] = key.split('/');
+      await server.create('pods', { metadata: { namespace, name, labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'i'.repeat(1000) }] } });
+    }
+    const changes: string[] = [];
+    const relists: string[] = [];
+    type Slim = KubeObject & { app?: string };
+    const w = new Informer<Slim>(client, PODS, { onChange: (c) => changes.push(`${c.type} ${c.key} ${c.object.app}`), onError: () => {}, onRelist: (why) => relists.push(why) }, {
+      pageSize: 2,
+      keep: (p) => ({ metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, app: p.metadata.labels?.app }),
+    });
+    try {
+      await w.start();
+      expect(changes).toEqual(['ADDED x/a a', 'ADDED y/a a', 'ADDED y/b b']);
+      expect(w.objects().get('y/b')).toEqual({ metadata: { name: 'b', namespace: 'y', resourceVersion: expect.any(String) }, app: 'b' });
+      await waitFor('the watch to open', async () => (await server.openWatches()) === 1);
+      await server.patch('pods', 'y/a', { metadata: { labels: { app: 'z' } } });
+      await waitFor('the change', () => changes.length === 4);
+      expect(changes[3]).toBe('MODIFIED y/a z');
+      // missed changes (the history moves past the watch), then 410: listed again, the difference reported
+      await server.forceGone(1);
+      await server.dropWatches();
+      await server.delete('pods', 'x/a');
+      await server.create('pods', { metadata: { namespace: 'x', name: 'c', labels: { app: 'c' } }, spec: {} });
+      await waitFor('the relist', () => relists.length === 1 && changes.length === 6);
+      expect(changes.slice(4).sort()).toEqual(['ADDED x/c c', 'DELETED x/a a']);
+    } finally {
+      w.stop();
+    }
+  });
+});
