@@ -70,6 +70,7 @@ interface DaemonFlags extends StoreFlags, KubeFlags {
   ipBlackholeRoute: boolean;
   releaseOnExit: boolean;
   setNodeNetworkUnavailable: boolean;
+  networkPolicy: boolean;
 }
 
 function storeFlags(cmd: Command): Command {
@@ -160,7 +161,8 @@ export async function main(argv: string[]): Promise<void> {
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
-      .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),
+      .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true))
+      .addOption(boolOption('--network-policy', 'with --kube-subnet-mgr: enforce Kubernetes NetworkPolicy for this node\'s pods, in the nftables table inet flannel-netpol (off: the table is removed); see docs/network-policy.md', false)),
   ));
   daemon.hook('preAction', (cmd) => optionsFromEnv(cmd, 'FLANNELD'));
   daemon.action(async (o: DaemonFlags) => {
@@ -187,6 +189,7 @@ export async function main(argv: string[]): Promise<void> {
         ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
         ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
+        networkPolicy: o.networkPolicy,
       }),
     );
   });

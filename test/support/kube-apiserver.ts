@@ -126,6 +126,8 @@ export interface KubeApiHooks {
   list(resource: string): Promise<StoredObject[]>;
   /** A JSON merge patch of the whole object (spec, status, metadata), as another component would write it. */
   patch(resource: string, key: string, patch: Json): Promise<StoredObject>;
+  /** Replaces the object (named by its metadata) with `object`, as an update (PUT) does: one MODIFIED. */
+  update(resource: string, object: JsonObject): Promise<StoredObject>;
   /** Deletes the object (a namespace: with what is in it); false when it is not there. */
   delete(resource: string, key: string): Promise<boolean>;
   /** Stores a Pod as it is given (create('pods'), also in a namespace that does not exist). */
@@ -171,7 +173,7 @@ export interface KubeApiHooks {
 }
 
 export const HOOK_NAMES: readonly (keyof KubeApiHooks)[] = [
-  'create', 'get', 'list', 'patch', 'delete',
+  'create', 'get', 'list', 'patch', 'update', 'delete',
   'createPod', 'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
   'sendBookmarks', 'bumpResourceVersion', 'expireContinueTokens', 'setUsers', 'requests', 'clearRequests', 'openWatches',
   'sendRawWatchText', 'oversizeNextList', 'oversizedListResult',
@@ -375,6 +377,12 @@ export class KubeApiServer implements KubeApiHooks {
     const cur = s.objects.get(key);
     if (!cur) throw notFound(s.kind, key);
     return this.save(s, key, mergePatch(cur, patch) as JsonObject) as StoredObject;
+  }
+  async update(resource: string, object: JsonObject): Promise<StoredObject> {
+    const s = this.store(resource);
+    const key = keyOf(object);
+    if (!s.objects.has(key)) throw notFound(s.kind, key);
+    return this.save(s, key, structuredClone(object)) as StoredObject;
   }
   async delete(resource: string, key: string): Promise<boolean> {
     const s = this.store(resource);
@@ -752,7 +760,7 @@ export class KubeApiServer implements KubeApiHooks {
         const body = await readJson(req);
         if (!isObject(body) || !isObject(body.metadata)) throw new ApiError(400, 'BadRequest', `the body must be a ${t.kind.kind} object`);
         if (body.metadata.name !== t.name) throw new ApiError(400, 'BadRequest', `the name of the object (${String(body.metadata.name)}) does not match the name on the URL (${t.name})`);
-        return send(res, 200, this.update(s, key, cur, body, !!t.subresource));
+        return send(res, 200, this.write(s, key, cur, body, !!t.subresource));
       }
       case 'PATCH': {
         this.authorize(user, 'patch', t);
@@ -767,7 +775,7 @@ export class KubeApiServer implements KubeApiHooks {
         else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`);
         if (!isObject(next) || !isObject(next.metadata)) throw new ApiError(422, 'Invalid', `the patch leaves no ${t.kind.kind}`);
         if (next.metadata.name !== t.name) throw new ApiError(400, 'BadRequest', `the name of the object (${String(next.metadata.name)}) does not match the name on the URL (${t.name})`);
-        return send(res, 200, this.update(s, key, cur, next, !!t.subresource));
+        return send(res, 200, this.write(s, key, cur, next, !!t.subresource));
       }
       case 'DELETE': {
         if (t.subresource) throw new ApiError(405, 'MethodNotAllowed', `DELETE is not supported on ${t.kind.resource}/${t.subresource}`);
@@ -791,7 +799,7 @@ export class KubeApiServer implements KubeApiHooks {
   }
 
   /** An update (PUT or the result of a PATCH): the resourceVersion precondition, then the strategy of the resource written. */
-  private update(s: Store, key: string, cur: JsonObject, next: JsonObject, status: boolean): JsonObject {
+  private write(s: Store, key: string, cur: JsonObject, next: JsonObject, status: boolean): JsonObject {
     const given = metaOf(next).resourceVersion;
     if (given !== undefined && given !== metaOf(cur).resourceVersion) throw conflict(s.kind, String(metaOf(cur).name));
     const uid = metaOf(next).uid;

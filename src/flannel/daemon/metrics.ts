@@ -11,33 +11,13 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { IP, type Prefix } from '../../net/ip';
-
-/** Upper bounds of the reconcile duration buckets, in seconds. */
-const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+import { Histogram, family, type Labels } from '../../util/prometheus';
 
 export const DEFAULT_IPAM_DIR = '/var/lib/cni/networks';
 
-type Labels = Record<string, string>;
 type Kind = 'full' | 'changes';
 
 const fam = (family: 4 | 6) => `ipv${family}`;
-const escape = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-const labelText = (l: Labels) => {
-  const keys = Object.keys(l);
-  return keys.length ? `{${keys.map((k) => `${k}="${escape(l[k])}"`).join(',')}}` : '';
-};
-const num = (v: number) => (Number.isFinite(v) ? String(v) : v > 0 ? '+Inf' : v < 0 ? '-Inf' : 'NaN');
-
-/** One metric family's lines: HELP, TYPE and its samples. */
-function family(name: string, type: 'gauge' | 'counter' | 'histogram', help: string, samples: [string, Labels, number][]): string {
-  return [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples.map(([n, l, v]) => `${n}${labelText(l)} ${num(v)}`)].join('\n');
-}
-
-interface Histogram {
-  counts: number[];
-  sum: number;
-  count: number;
-}
 
 export interface MetricsSources {
   /** How often the source listed everything again (kube: a watch's resourceVersion expired, 410 Gone). */
@@ -45,6 +25,9 @@ export interface MetricsSources {
   /** host-local's data directory (/var/lib/cni/networks). */
   ipamDir?: string;
 }
+
+/** More metric families, rendered on each scrape (--network-policy's). */
+export type MetricFamilies = () => string[];
 
 export class DaemonMetrics {
   private readonly peerCount = new Map<string, number>();
@@ -61,7 +44,15 @@ export class DaemonMetrics {
   /** When the process started, in Unix seconds (process_start_time_seconds). */
   private readonly startedAt = Date.now() / 1000 - process.uptime();
 
+  /** Families other parts of the daemon export (--network-policy's). */
+  private readonly more: MetricFamilies[] = [];
+
   constructor(private readonly sources: MetricsSources = {}) {}
+
+  /** Exports `families` too, from the next scrape on. */
+  add(families: MetricFamilies): void {
+    this.more.push(families);
+  }
 
   peers(family: 4 | 6, n: number): void {
     this.peerCount.set(fam(family), n);
@@ -81,10 +72,8 @@ export class DaemonMetrics {
     const key = `${kind} ${ok ? 'ok' : 'failed'}`;
     this.passes.set(key, (this.passes.get(key) ?? 0) + 1);
     let h = this.durations.get(kind);
-    if (!h) this.durations.set(kind, (h = { counts: BUCKETS.map(() => 0), sum: 0, count: 0 }));
-    BUCKETS.forEach((le, i) => seconds <= le && h.counts[i]++);
-    h.sum += seconds;
-    h.count++;
+    if (!h) this.durations.set(kind, (h = new Histogram()));
+    h.observe(seconds);
     if (ok) this.lastSuccess = now / 1000;
   }
 
@@ -155,10 +144,7 @@ export class DaemonMetrics {
     const hist: [string, Labels, number][] = [];
     for (const kind of ['full', 'changes'] as const) {
       const h = this.durations.get(kind);
-      if (!h) continue;
-      BUCKETS.forEach((le, i) => hist.push(['flannel_reconcile_duration_seconds_bucket', { kind, le: String(le) }, h.counts[i]]));
-      hist.push(['flannel_reconcile_duration_seconds_bucket', { kind, le: '+Inf' }, h.count]);
-      hist.push(['flannel_reconcile_duration_seconds_sum', { kind }, h.sum], ['flannel_reconcile_duration_seconds_count', { kind }, h.count]);
+      if (h) hist.push(...h.samples('flannel_reconcile_duration_seconds', { kind }));
     }
     const passes: [string, Labels, number][] = [...this.passes].sort().map(([key, v]) => {
       const [kind, result] = key.split(' ');
@@ -177,6 +163,7 @@ export class DaemonMetrics {
         family('flannel_relists_total', 'counter', 'Times the lease source was listed again in full because the watch fell behind (Kubernetes: 410 Gone).', [['flannel_relists_total', {}, this.sources.relists?.() ?? 0]]),
         family('flannel_lease_renewals_total', 'counter', 'Renewals of this node\'s lease (etcd and file stores; Kubernetes leases are not renewed).', [['flannel_lease_renewals_total', {}, this.renewals]]),
         family('flannel_pod_addresses', 'gauge', 'Pod addresses of this node\'s subnet per host-local network: state "in_use" (reserved) or "free".', this.podAddresses()),
+        ...this.more.flatMap((f) => f()),
         ...this.processFamilies(),
       ].join('\n') + '\n'
     );

@@ -19,8 +19,9 @@
 import type { Family } from '../../net/ip';
 import type { Changes, Desired, NftChain, NftSet, VmapName } from './engine';
 import { DIRECTIONS, type Direction } from './model';
+import { TABLE } from './table';
 
-export const TABLE = 'flannel-netpol';
+export { TABLE };
 const T = `inet ${TABLE}`;
 
 export interface Counters {
