@@ -289,6 +289,22 @@ export async function main(argv: string[]): Promise<void> {
     if (report.problems.length) process.exitCode = 1;
   });
 
+  program
+    .command('policy')
+    .description('which NetworkPolicies select a pod and what they allow, from the Kubernetes API (what the daemon enforces with --network-policy); with --from and --port, whether that connection is allowed')
+    .argument('<pod>', 'namespace/name')
+    .option('--from <pod-or-address>', 'a pod (namespace/name) or an address the connection comes from')
+    .option('--port <protocol/port>', 'with --from: tcp/80, udp/53, sctp/9 (a bare number is TCP)')
+    .option('--kubeconfig-file <file>', 'kubeconfig to reach the API with (default: the in-cluster service account)')
+    .option('--kube-api-url <url>', 'the API server\'s URL (replaces the kubeconfig\'s server)')
+    .option('--json', 'print JSON')
+    .action(async (pod: string, o: { from?: string; port?: string; kubeconfigFile?: string; kubeApiUrl?: string; json?: boolean }) => {
+      if (!/^[^/\s]+\/[^/\s]+$/.test(pod)) throw new Error(`${JSON.stringify(pod)} is not a pod: give namespace/name`);
+      const { policyAnswer, formatPolicyAnswer } = await import('../flannel/commands/policy');
+      const answer = await policyAnswer({ kubeconfigFile: o.kubeconfigFile, apiUrl: o.kubeApiUrl }, { pod, from: o.from, port: o.port });
+      process.stdout.write(o.json ? JSON.stringify(answer, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n' : formatPolicyAnswer(answer));
+    });
+
   // kube-flannel.yml's init containers (deploy/kube-flannel.yml)
   program
     .command('install-plugin')

@@ -131,8 +131,13 @@ export class NetpolCluster {
   }
 
   /** (Re)starts both daemons on `backend` (`extra`: more flags; `policy` false: without --network-policy); waits for their overlay. */
+  /** The nodes' kubeconfig (the service account's token). */
+  get kubeconfig(): string {
+    return join(this.topo.tmp.path, 'kubeconfig');
+  }
+
   async startDaemons(backend: 'vxlan' | 'host-gw', opts: { policy?: boolean; only?: Host } = {}): Promise<void> {
-    const kc = join(this.topo.tmp.path, 'kubeconfig');
+    const kc = this.kubeconfig;
     writeFileSync(kc, kubeconfigYaml({ server: this.server.url, caFile: this.ca.caFile, token: SA_TOKEN }), { mode: 0o600 });
     const nodes = opts.only ? [opts.only] : Object.values(this.nodes);
     for (const node of nodes) {

@@ -22,6 +22,14 @@ export interface Selector {
 
 export const EVERYTHING: Selector = { requirements: [], text: '{}' };
 
+/** As kubectl writes a selector: app=web,tier in (a,b),!x; "(everything)" for {}. */
+export function selectorText(sel: Selector): string {
+  if (!sel.requirements.length) return '(everything)';
+  const one = (r: Requirement) =>
+    r.op === 'Exists' ? r.key : r.op === 'DoesNotExist' ? `!${r.key}` : r.op === 'In' && r.values.length === 1 ? `${r.key}=${r.values[0]}` : `${r.key} ${r.op === 'In' ? 'in' : 'notin'} (${r.values.join(',')})`;
+  return [...sel.requirements].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map(one).join(',');
+}
+
 const OPERATORS = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
 const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
