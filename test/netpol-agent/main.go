@@ -17,6 +17,12 @@
 //	{"id":3,"op":"probe","proto":"sctp","ip":...,"port":80,"tag":77}                   -> {"id":3,"ok":true} (sent)
 //	{"id":4,"op":"seen"}                     -> {"id":4,"ok":true,"seen":["80/77",...]} (SCTP INITs received, since the last "seen")
 //
+// For the benchmark (test/bench/netpol.mjs), UDP 9 is a sink that counts what
+// it gets, and a flood sends small datagrams as fast as it can:
+//
+//	{"id":5,"op":"flood","ip":"10.99.2.2","port":9,"ms":2000,"size":64}     -> {"id":5,"ok":true,"count":812345} (sent)
+//	{"id":6,"op":"count"}                    -> {"id":6,"ok":true,"count":801234} (received on UDP 9, since the last "count")
+//
 // It prints {"ready":true} once it listens. Built by the integration tests'
 // global setup with Debian's Go (GO111MODULE=off, standard library only).
 package main
@@ -31,6 +37,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,13 +49,16 @@ type command struct {
 	Port      int    `json:"port"`
 	TimeoutMs int    `json:"timeoutMs"`
 	Tag       uint32 `json:"tag"`
+	Ms        int    `json:"ms"`
+	Size      int    `json:"size"`
 }
 
 type answer struct {
-	ID   int      `json:"id"`
-	OK   bool     `json:"ok"`
-	Err  string   `json:"err,omitempty"`
-	Seen []string `json:"seen,omitempty"`
+	ID    int      `json:"id"`
+	OK    bool     `json:"ok"`
+	Err   string   `json:"err,omitempty"`
+	Seen  []string `json:"seen,omitempty"`
+	Count int64    `json:"count,omitempty"`
 }
 
 var (
@@ -57,6 +67,8 @@ var (
 
 	seenMu sync.Mutex
 	seen   []string
+
+	sunk int64 // datagrams the UDP 9 sink got (atomic)
 )
 
 func say(v interface{}) {
@@ -129,6 +141,45 @@ func recordSCTP(network string) {
 			seenMu.Unlock()
 		}
 	}()
+}
+
+// sink counts the datagrams that reach UDP 9.
+func sink() {
+	c, err := net.ListenPacket("udp", ":9")
+	if err != nil {
+		fatal("listen udp 9: %v", err)
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := c.ReadFrom(buf); err == nil {
+				atomic.AddInt64(&sunk, 1)
+			}
+		}
+	}()
+}
+
+// flood sends `size`-byte datagrams to ip:port for `ms` milliseconds, as fast as one socket can; returns how many.
+func flood(c command) answer {
+	a := answer{ID: c.ID}
+	conn, err := net.Dial("udp", net.JoinHostPort(c.IP, fmt.Sprint(c.Port)))
+	if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	defer conn.Close()
+	payload := make([]byte, c.Size)
+	end := time.Now().Add(time.Duration(c.Ms) * time.Millisecond)
+	for n := 0; ; n++ {
+		if n%256 == 0 && time.Now().After(end) {
+			break
+		}
+		if _, err := conn.Write(payload); err == nil {
+			a.Count++
+		}
+	}
+	a.OK = true
+	return a
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -218,6 +269,7 @@ func main() {
 	serveUDP(80)
 	recordSCTP("ip4:132")
 	recordSCTP("ip6:132")
+	sink()
 	say(map[string]bool{"ready": true})
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -228,6 +280,10 @@ func main() {
 		switch c.Op {
 		case "probe":
 			go func(c command) { say(probe(c)) }(c)
+		case "flood":
+			go func(c command) { say(flood(c)) }(c)
+		case "count":
+			say(answer{ID: c.ID, OK: true, Count: atomic.SwapInt64(&sunk, 0)})
 		case "seen":
 			seenMu.Lock()
 			s := seen

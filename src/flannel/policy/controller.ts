@@ -67,14 +67,16 @@ export class PolicyController {
   private readonly trouble = new Map<'list' | 'table' | 'bridge', string>();
   /** CPU the daemon spent on policy (reading changes, planning, writing), per kind of write. */
   private readonly cpu: Record<UpdateKind, number> = { full: 0, changes: 0 };
+  /** The process's CPU when the batch being gathered began (its first change, or the start): what it costs is counted at its write. */
+  private batchCpu?: NodeJS.CpuUsage;
   private readonly startedAt = performance.now();
 
   constructor(private readonly o: PolicyControllerOptions) {
     this.engine = new PolicyEngine(o.nodeName, o.families);
     this.problems = new Reporter(o.log);
-    this.metrics = new PolicyMetrics(() => ({ synced: this.synced, ...this.engine.stats() }));
+    this.metrics = new PolicyMetrics(() => ({ synced: this.synced, ...this.engine.stats() }), () => ({ ...this.cpu }));
     const handlers = <T extends KubeObject>(what: string, apply: (c: Change<T>) => void) => ({
-      onChange: (c: Change<T>) => this.timed('changes', () => apply(c)),
+      onChange: (c: Change<T>) => this.changed(() => apply(c)),
       onError: (err: Error) => {
         this.metrics.watchError();
         if (!this.synced) this.trouble.set('list', `listing ${what}: ${err.message}`);
@@ -106,6 +108,7 @@ export class PolicyController {
 
   /** Starts listing and watching; enforcement begins once all three are listed. Returns at once. */
   start(): void {
+    this.batchCpu = process.cpuUsage(); // the lists and the first write: counted as "full"
     void this.bridge();
     void Promise.all(this.informers.map((i) => i.start())).then(() => {
       if (this.stopped) return;
@@ -134,11 +137,6 @@ export class PolicyController {
       return `network policy ${key} cannot be enforced (${why})${n > 1 ? ` and ${n - 1} more` : ''}`;
     }
     return undefined;
-  }
-
-  /** The CPU seconds spent on policy, per kind of write (a batch's share is counted with "changes"). */
-  cpuSeconds(): Record<UpdateKind, number> {
-    return { ...this.cpu };
   }
 
   /** Stops the informers and checks; the table stays in force (a restart opens no window). */
@@ -172,15 +170,10 @@ export class PolicyController {
     this.problems.report(`policy ${key}`, `network policy ${key} cannot be enforced: ${why}; it isolates the pods it selects and allows nothing until it is fixed`);
   }
 
-  /** Runs `fn`, counting its CPU as policy's; schedules a batch after a change. */
-  private timed(kind: UpdateKind, fn: () => void): void {
-    const before = process.cpuUsage();
-    try {
-      fn();
-    } finally {
-      const used = process.cpuUsage(before);
-      this.cpu[kind] += (used.user + used.system) / 1e6;
-    }
+  /** Reads one API change (the CPU from a batch's first change to the end of its write is policy's); schedules a batch. */
+  private changed(fn: () => void): void {
+    this.batchCpu ??= process.cpuUsage();
+    fn();
     this.scheduleBatch();
   }
 
@@ -198,16 +191,18 @@ export class PolicyController {
       if (this.stopped && !this.needFull) return;
       const kind: UpdateKind = this.needFull ? 'full' : 'changes';
       const t0 = performance.now();
-      const cpu0 = process.cpuUsage();
+      const cpu0 = this.batchCpu ?? process.cpuUsage();
+      this.batchCpu = undefined;
+      const spent = () => {
+        const cpu = process.cpuUsage(cpu0);
+        this.cpu[kind] += (cpu.user + cpu.system) / 1e6;
+      };
+      const changes = kind === 'changes' ? this.engine.takeChanges() : undefined;
+      if (changes && noChanges(changes)) return spent(); // API changes that change nothing here (a status update)
       let ok = false;
+      let statements = 0;
       try {
-        if (kind === 'full') {
-          await replaceTable(this.engine.snapshot());
-        } else {
-          const changes = this.engine.takeChanges();
-          if (noChanges(changes)) return;
-          await applyChanges(changes);
-        }
+        statements = changes ? await applyChanges(changes) : await replaceTable(this.engine.snapshot());
         this.needFull = false;
         ok = true;
         if (this.trouble.delete('table')) this.o.log('network policy: the table is in place again');
@@ -218,9 +213,8 @@ export class PolicyController {
         this.problems.report('table', `network policy: ${why}; ${kind === 'changes' ? 'writing it whole' : `retrying every ${this.o.resyncMs / 1000} s`}`);
         if (kind === 'changes') setImmediate(() => void this.write());
       } finally {
-        const cpu = process.cpuUsage(cpu0);
-        this.cpu[kind] += (cpu.user + cpu.system) / 1e6;
-        this.metrics.updated(kind, (performance.now() - t0) / 1000, ok);
+        spent();
+        this.metrics.updated(kind, (performance.now() - t0) / 1000, ok, statements);
       }
     });
   }

@@ -14,15 +14,21 @@ export { removeTable } from './table';
 
 const nft = (script: string) => exec(['nft', '-f', '-'], { input: script });
 
-/** The table as it is now (counters kept), replaced by `desired` in one transaction. */
-export async function replaceTable(desired: Desired): Promise<void> {
-  await nft(fullScript(desired, (await readTableCounters()) ?? ZERO_COUNTERS));
+/** Statements in a script: one per line, and each element of a set or map. */
+const statements = (script: string) => script.split('\n').reduce((n, line) => n + (line.startsWith('add element') || line.startsWith('delete element') ? line.split(',').length : line ? 1 : 0), 0);
+
+/** The table as it is now (counters kept), replaced by `desired` in one transaction; returns the statements written. */
+export async function replaceTable(desired: Desired): Promise<number> {
+  const script = fullScript(desired, (await readTableCounters()) ?? ZERO_COUNTERS);
+  await nft(script);
+  return statements(script);
 }
 
-/** One batch of changes as one transaction; throws (nothing applied) when the kernel refuses any of it. */
-export async function applyChanges(changes: Changes): Promise<void> {
+/** One batch of changes as one transaction; throws (nothing applied) when the kernel refuses any of it. Returns the statements written. */
+export async function applyChanges(changes: Changes): Promise<number> {
   const script = changesScript(changes);
   if (script) await nft(script);
+  return statements(script);
 }
 
 /** The drop counters; undefined when the table is not there. */

@@ -19,16 +19,22 @@ export interface PolicyState {
 export class PolicyMetrics {
   private readonly updates = new Map<string, number>();
   private readonly durations = new Map<UpdateKind, Histogram>();
+  private readonly statements = new Map<UpdateKind, number>();
   private counters?: Counters;
   private relistCount = 0;
   private errorCount = 0;
 
-  constructor(private readonly state: () => PolicyState) {}
+  constructor(
+    private readonly state: () => PolicyState,
+    /** CPU seconds spent on policy, per kind of write (the API changes' share counted with "changes"). */
+    private readonly cpu: () => Record<UpdateKind, number>,
+  ) {}
 
-  /** One write of the table: a replacement or a batch of changes. */
-  updated(kind: UpdateKind, seconds: number, ok: boolean): void {
+  /** One write of the table: a replacement or a batch of changes, of `statements` nft statements. */
+  updated(kind: UpdateKind, seconds: number, ok: boolean, statements = 0): void {
     const key = `${kind} ${ok ? 'ok' : 'failed'}`;
     this.updates.set(key, (this.updates.get(key) ?? 0) + 1);
+    this.statements.set(kind, (this.statements.get(kind) ?? 0) + statements);
     let h = this.durations.get(kind);
     if (!h) this.durations.set(kind, (h = new Histogram()));
     h.observe(seconds);
@@ -65,6 +71,8 @@ export class PolicyMetrics {
       family('flannel_network_policy_peer_groups', 'gauge', 'Peer groups (an nftables set per family each) the local pods\' rules use.', [['flannel_network_policy_peer_groups', {}, s.groups]]),
       family('flannel_network_policy_rule_updates_total', 'counter', 'Writes of the nftables table: kind "full" (the whole table, in one transaction) or "changes" (what one batch of API changes touched); result "ok" or "failed".', updates),
       family('flannel_network_policy_rule_update_duration_seconds', 'histogram', 'How long writes of the table took (computing and nft), per kind.', durations),
+      family('flannel_network_policy_rule_statements_total', 'counter', 'nft statements written to the table (a set element, a map entry, a rule, a set or chain made or deleted), per kind of write.', [...this.statements].sort().map(([kind, v]): Sample => ['flannel_network_policy_rule_statements_total', { kind }, v])),
+      family('flannel_network_policy_cpu_seconds_total', 'counter', 'CPU time the daemon spent on network policy (reading API changes, planning, writing; not nft\'s own), per kind of write.', Object.entries(this.cpu()).map(([kind, v]): Sample => ['flannel_network_policy_cpu_seconds_total', { kind }, v])),
       family('flannel_network_policy_dropped_packets_total', 'counter', 'Packets the policies dropped on this node, per direction (the table\'s counters, read every reconcile interval).', dirs.map((d): Sample => ['flannel_network_policy_dropped_packets_total', { direction: d }, this.counters?.[d].packets ?? 0])),
       family('flannel_network_policy_dropped_bytes_total', 'counter', 'Bytes of the packets the policies dropped on this node, per direction.', dirs.map((d): Sample => ['flannel_network_policy_dropped_bytes_total', { direction: d }, this.counters?.[d].bytes ?? 0])),
       family('flannel_network_policy_relists_total', 'counter', 'Times Pods, Namespaces or NetworkPolicies were listed again because a watch fell behind (410 Gone) or broke.', [['flannel_network_policy_relists_total', {}, this.relistCount]]),

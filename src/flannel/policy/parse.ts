@@ -7,6 +7,7 @@
 // `problem`: see Policy.problem for what is then enforced.
 import { IP, Prefix } from '../../net/ip';
 import { type NamedPort, type Peer, type PodInfo, type Policy, type PortSpec, type Protocol, type Rule } from './model';
+import { Interner, StringPool } from './intern';
 import { ALL_PORTS, normalize, prefixRange, subtract } from './ranges';
 import { EVERYTHING, type Labels, type Selector, parseSelector } from './selector';
 
@@ -143,6 +144,12 @@ function tryPodSelector(v: unknown): { podSelector?: Selector } {
 
 const TERMINAL = new Set(['Succeeded', 'Failed']);
 const EMPTY: Labels = Object.freeze({});
+const NO_PORTS: readonly NamedPort[] = Object.freeze([]);
+
+// the pods of a Deployment share their labels and ports: one object each (intern.ts)
+const labelSets = new Interner<Labels>();
+const portLists = new Interner<readonly NamedPort[]>();
+const names = new StringPool();
 
 /**
  * A Pod cut down to what policy reads (PodInfo); undefined for a pod that
@@ -169,13 +176,14 @@ export function podInfo(obj: unknown): PodInfo | undefined {
       if (protocol) ports.push({ name: p.name, protocol, port: p.containerPort });
     }
   }
+  const labels = labelsOf(meta);
   return {
-    namespace: String(meta.namespace ?? ''),
+    namespace: names.get(String(meta.namespace ?? '')),
     name: String(meta.name ?? ''),
-    node: typeof spec.nodeName === 'string' ? spec.nodeName : '',
-    labels: labelsOf(meta),
+    node: names.get(typeof spec.nodeName === 'string' ? spec.nodeName : ''),
+    labels: labels === EMPTY ? EMPTY : labelSets.get(JSON.stringify(labels), () => Object.freeze(labels)),
     ips,
-    ports,
+    ports: ports.length ? portLists.get(JSON.stringify(ports), () => Object.freeze(ports)) : NO_PORTS,
   };
 }
 
