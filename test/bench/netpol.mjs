@@ -6,7 +6,8 @@
 // writes, in three more.
 //
 //   node test/bench/netpol.mjs     (root; NETPOL_PODS=10000,50000 NETPOL_POLICIES=1000 NETPOL_REPEAT=5
-//                                  NETPOL_SECTIONS=memory,changes,packets; NETPOL_DAEMON: the build measured,
+//                                  NETPOL_SECTIONS=memory,changes,packets (off: only the daemon without the
+//                                  flag, to compare builds); NETPOL_DAEMON: the build measured,
 //                                  default dist/bin/vxlan-flannel; a script build (bin/) runs with this node and
 //                                  NETPOL_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof")
 //
@@ -249,6 +250,7 @@ async function benchCluster(n) {
     out.offRss = rssMiB(d.pid);
     out.offPeak = rssMiB(d.pid, 'VmHWM');
     await d.stop();
+    if (!SECTIONS.includes('memory') && !SECTIONS.includes('changes')) return out;
     // with it: the time to the table written, RSS
     const t0 = performance.now();
     d = daemon = startDaemon(api.url, true);
@@ -394,6 +396,12 @@ const mib = (v) => `${v.toFixed(0)} MiB`;
 
 try {
   setupUnderlay();
+  if (SECTIONS.includes('off')) {
+    for (const n of SIZES) {
+      const r = await benchCluster(n);
+      console.log(`without --network-policy, ${n} pods in the cluster: RSS ${mib(r.offRss)}, peak ${mib(r.offPeak)} (daemon: ${DAEMON})`);
+    }
+  }
   if (SECTIONS.includes('memory') || SECTIONS.includes('changes')) {
     const results = [];
     for (const n of SIZES) results.push(await benchCluster(n));

@@ -367,12 +367,16 @@ describe('vxlan-flannel daemon --kube-subnet-mgr --network-policy', () => {
     }
   });
 
-  it('without --network-policy the table goes: nothing is filtered any more', async () => {
+  it('without --network-policy the table goes: nothing is filtered any more, and no Pod, Namespace or NetworkPolicy is asked for', async () => {
     await c.policy('x/deny-ingress', { podSelector: {}, policyTypes: ['Ingress'] });
     await c.stopDaemons();
+    await c.server.clearRequests();
     await c.startDaemons('host-gw', { policy: false });
     await waitFor('the table to go', () => !tableThere('n1') && !tableThere('n2'), 30_000);
-    expect(c.daemons.n1!.log()).toContain('removed the nftables table inet flannel-netpol: --network-policy is off');
+    await waitFor('the daemon to say so', () => c.daemons.n1!.log().includes('removed the nftables table inet flannel-netpol: --network-policy is off'), 10_000, 50);
     await enforced('no enforcement', all());
+    const asked = (await c.server.requests()).filter((r) => r.user === SA_USER).map((r) => r.path);
+    expect(asked.some((p) => p.startsWith('/api/v1/nodes'))).toBe(true);
+    expect(asked.filter((p) => /pods|namespaces|networkpolicies/.test(p))).toEqual([]);
   });
 });

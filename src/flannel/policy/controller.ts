@@ -58,6 +58,8 @@ export class PolicyController {
   /** Policies that cannot be enforced exactly: key -> why. */
   private readonly unenforceable = new Map<string, string>();
   private synced = false;
+  /** The table has been written from the lists (enforcement is what the policies say, as far as they go). */
+  private written = false;
   private stopped = false;
   /** The next write replaces the whole table (the first, and after a refused batch). */
   private needFull = true;
@@ -131,6 +133,7 @@ export class PolicyController {
   ready(): string | undefined {
     if (!this.synced) return `network policy: not listed yet${this.trouble.has('list') ? ` (${this.trouble.get('list')})` : ''}`;
     for (const why of this.trouble.values()) return `network policy: ${why}`;
+    if (!this.written) return 'network policy: the table is not written yet';
     const n = this.unenforceable.size;
     if (n) {
       const [key, why] = this.unenforceable.entries().next().value!;
@@ -204,6 +207,7 @@ export class PolicyController {
       try {
         statements = changes ? await applyChanges(changes) : await replaceTable(this.engine.snapshot());
         this.needFull = false;
+        this.written = true;
         ok = true;
         if (this.trouble.delete('table')) this.o.log('network policy: the table is in place again');
       } catch (err) {
