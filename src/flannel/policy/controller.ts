@@ -69,8 +69,10 @@ export class PolicyController {
   private readonly trouble = new Map<'list' | 'table' | 'bridge', string>();
   /** CPU the daemon spent on policy (reading changes, planning, writing), per kind of write. */
   private readonly cpu: Record<UpdateKind, number> = { full: 0, changes: 0 };
-  /** The process's CPU when the batch being gathered began (its first change, or the start): what it costs is counted at its write. */
-  private batchCpu?: NodeJS.CpuUsage;
+  /** The process's CPU at the start: the lists and the first write are counted from it. */
+  private startCpu?: NodeJS.CpuUsage;
+  /** CPU seconds the changes of the batch being gathered took to read (counted with its write). */
+  private changeCpu = 0;
   private readonly startedAt = performance.now();
 
   constructor(private readonly o: PolicyControllerOptions) {
@@ -110,7 +112,7 @@ export class PolicyController {
 
   /** Starts listing and watching; enforcement begins once all three are listed. Returns at once. */
   start(): void {
-    this.batchCpu = process.cpuUsage(); // the lists and the first write: counted as "full"
+    this.startCpu = process.cpuUsage(); // the lists and the first write: counted as "full"
     void this.bridge();
     void Promise.all(this.informers.map((i) => i.start())).then(() => {
       if (this.stopped) return;
@@ -173,10 +175,17 @@ export class PolicyController {
     this.problems.report(`policy ${key}`, `network policy ${key} cannot be enforced: ${why}; it isolates the pods it selects and allows nothing until it is fixed`);
   }
 
-  /** Reads one API change (the CPU from a batch's first change to the end of its write is policy's); schedules a batch. */
+  /**
+   * Reads one API change and schedules a batch. Its CPU is policy's: until
+   * the lists are in, all of it from the start (counted with the first
+   * write); after, each change's own (they are few: timing each costs ~3 µs).
+   */
   private changed(fn: () => void): void {
-    this.batchCpu ??= process.cpuUsage();
+    if (!this.synced) return fn();
+    const before = process.cpuUsage();
     fn();
+    const used = process.cpuUsage(before);
+    this.changeCpu += (used.user + used.system) / 1e6;
     this.scheduleBatch();
   }
 
@@ -194,18 +203,27 @@ export class PolicyController {
       if (this.stopped && !this.needFull) return;
       const kind: UpdateKind = this.needFull ? 'full' : 'changes';
       const t0 = performance.now();
-      const cpu0 = this.batchCpu ?? process.cpuUsage();
-      this.batchCpu = undefined;
+      // The CPU of a write: a whole table's from its start (the first: from the daemon's) to its end; a batch's,
+      // its changes' and the planning, text and spawn of its transaction (not the time awaiting nft, in which
+      // the daemon does other things, such as answering /metrics)
+      const cpu0 = (kind === 'full' && this.startCpu) || process.cpuUsage();
+      this.startCpu = undefined;
       const spent = () => {
         const cpu = process.cpuUsage(cpu0);
-        this.cpu[kind] += (cpu.user + cpu.system) / 1e6;
+        this.cpu[kind] += (cpu.user + cpu.system) / 1e6 + (kind === 'changes' ? this.changeCpu : 0);
+        if (kind === 'changes') this.changeCpu = 0;
       };
       const changes = kind === 'changes' ? this.engine.takeChanges() : undefined;
       if (changes && noChanges(changes)) return spent(); // API changes that change nothing here (a status update)
       let ok = false;
       let statements = 0;
       try {
-        statements = changes ? await applyChanges(changes) : await replaceTable(this.engine.snapshot());
+        let written: Promise<number>;
+        if (changes) {
+          written = applyChanges(changes); // planned, written out and nft spawned: now
+          spent();
+        } else written = replaceTable(this.engine.snapshot());
+        statements = await written;
         this.needFull = false;
         this.written = true;
         ok = true;
@@ -217,7 +235,7 @@ export class PolicyController {
         this.problems.report('table', `network policy: ${why}; ${kind === 'changes' ? 'writing it whole' : `retrying every ${this.o.resyncMs / 1000} s`}`);
         if (kind === 'changes') setImmediate(() => void this.write());
       } finally {
-        spent();
+        if (kind === 'full') spent();
         this.metrics.updated(kind, (performance.now() - t0) / 1000, ok, statements);
       }
     });
