@@ -29,7 +29,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { median, table } from './lib.mjs';
+import { median, startStandIn, table } from './lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
@@ -63,34 +63,8 @@ const dir = mkdtempSync(join(tmpdir(), 'netpol-bench-'));
 const sh = (...argv) => execFileSync(argv[0], argv.slice(1), { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] });
 const rssMiB = (pid, field = 'VmRSS') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
-/** The stand-in API server on 127.0.0.1, driven through its control socket. */
-async function startApi() {
-  const bundle = join(dir, 'kube-apiserver.mjs');
-  if (!existsSync(bundle)) await build({ entryPoints: [join(root, 'test/support/kube-apiserver-main.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile: bundle, logLevel: 'warning' });
-  const controlSocket = join(dir, 'control.sock');
-  writeFileSync(join(dir, 'api.json'), JSON.stringify({ host: '127.0.0.1', controlSocket, historyLimit: 5000 }));
-  const child = spawn(process.execPath, ['--max-old-space-size=4096', bundle, join(dir, 'api.json')], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((res, rej) => {
-    let out = '';
-    child.stdout.on('data', (b) => {
-      out += b;
-      if (out.includes('\n')) res(JSON.parse(out.split('\n')[0]).url);
-    });
-    child.once('exit', (c) => rej(new Error(`the stand-in API server exited ${c}`)));
-  });
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-  const call = (hook, ...args) =>
-    new Promise((res, rej) => {
-      const req = http.request({ socketPath: controlSocket, agent, path: `/_test/${hook}`, method: 'POST', headers: { 'content-type': 'application/json' } }, (r) => {
-        let body = '';
-        r.on('data', (b) => (body += b));
-        r.on('end', () => (r.statusCode === 200 ? res(JSON.parse(body).result) : rej(new Error(`${hook}: ${r.statusCode} ${body}`))));
-      });
-      req.on('error', (err) => (req.reusedSocket && (err.code === 'EPIPE' || err.code === 'ECONNRESET') ? call(hook, ...args).then(res, rej) : rej(err)));
-      req.end(JSON.stringify(args));
-    });
-  return { url, call, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))) };
-}
+/** The stand-in API server on 127.0.0.1 (this namespace), driven through its control socket. */
+const startApi = () => startStandIn(dir, { nodeArgs: ['--max-old-space-size=4096'], historyLimit: 5000 });
 
 // ---- the cluster ----
 const P = 'flannel.alpha.coreos.com';

@@ -78,6 +78,18 @@ export const chainName = (dir: Direction, key: string) => `${dir === 'ingress' ?
 
 const EMPTY: Labels = Object.freeze({});
 
+/** Puts `value` at index[group][key], or (undefined) removes it, and the group once it is empty. */
+function putGrouped<V>(index: Map<string, Map<string, V>>, group: string, key: string, value: V | undefined): void {
+  let inner = index.get(group);
+  if (value !== undefined) {
+    if (!inner) index.set(group, (inner = new Map()));
+    inner.set(key, value);
+  } else if (inner) {
+    inner.delete(key);
+    if (!inner.size) index.delete(group);
+  }
+}
+
 export function samePod(a: PodInfo, b: PodInfo): boolean {
   if (a.node !== b.node || a.ips.length !== b.ips.length || a.ports.length !== b.ports.length) return false;
   if (a.ips.some((ip, i) => ip !== b.ips[i])) return false;
@@ -94,7 +106,7 @@ export function sameLabels(a: Labels, b: Labels): boolean {
 export class PolicyEngine {
   private readonly namespaces = new Map<string, Labels>();
   private readonly pods = new Map<string, PodInfo>();
-  private readonly podsByNs = new Map<string, Set<string>>();
+  private readonly podsByNs = new Map<string, Map<string, PodInfo>>();
   private readonly policies = new Map<string, Policy>();
   private readonly policiesByNs = new Map<string, Map<string, Policy>>();
   private readonly local = new Map<string, Local>();
@@ -129,7 +141,7 @@ export class PolicyEngine {
     if (labels) this.namespaces.set(name, labels);
     else this.namespaces.delete(name);
     if (before === after || sameLabels(before, after)) return;
-    const pods = [...(this.podsByNs.get(name) ?? [])].map((k) => this.pods.get(k)!);
+    const pods = [...(this.podsByNs.get(name)?.values() ?? [])];
     for (const g of this.clusterGroups) {
       if (g.def.match.kind !== 'selector' || !g.def.match.namespaceSelector) continue;
       for (const pod of pods) {
@@ -142,21 +154,11 @@ export class PolicyEngine {
   setPod(key: string, pod: PodInfo | undefined): void {
     const before = this.pods.get(key);
     if (!before && !pod) return;
-    if (before && pod && samePod(before, pod)) {
-      this.pods.set(key, pod); // the newer object; nothing policy reads changed
-      return;
-    }
+    if (before && pod && samePod(before, pod)) return; // nothing policy reads changed (a status update)
     const ns = (pod ?? before)!.namespace;
     if (pod) this.pods.set(key, pod);
     else this.pods.delete(key);
-    let inNs = this.podsByNs.get(ns);
-    if (pod) {
-      if (!inNs) this.podsByNs.set(ns, (inNs = new Set()));
-      inNs.add(key);
-    } else if (inNs) {
-      inNs.delete(key);
-      if (!inNs.size) this.podsByNs.delete(ns);
-    }
+    putGrouped(this.podsByNs, ns, key, pod);
     const labels = this.namespaces.get(ns) ?? EMPTY;
     const groups = [...(this.scopedGroups.get(ns) ?? []), ...this.clusterGroups];
     for (const g of groups) {
@@ -175,17 +177,9 @@ export class PolicyEngine {
     const ns = (policy ?? before)!.namespace;
     if (policy) this.policies.set(key, policy);
     else this.policies.delete(key);
-    let inNs = this.policiesByNs.get(ns);
-    if (policy) {
-      if (!inNs) this.policiesByNs.set(ns, (inNs = new Map()));
-      inNs.set(key, policy);
-    } else if (inNs) {
-      inNs.delete(key);
-      if (!inNs.size) this.policiesByNs.delete(ns);
-    }
+    putGrouped(this.policiesByNs, ns, key, policy);
     // the local pods it selected or selects now
-    for (const podKey of this.podsByNs.get(ns) ?? []) {
-      const pod = this.pods.get(podKey)!;
+    for (const [podKey, pod] of this.podsByNs.get(ns) ?? []) {
       if (pod.node !== this.nodeName) continue;
       if ((before && selects(before, pod)) || (policy && selects(policy, pod))) this.plan(podKey);
     }
@@ -291,9 +285,7 @@ export class PolicyEngine {
         s.add(g);
       }
       // its members now (the set is created with them)
-      const keys = scope === undefined ? this.pods.keys() : (this.podsByNs.get(scope) ?? new Set<string>()).values();
-      for (const k of keys) {
-        const pod = this.pods.get(k)!;
+      for (const pod of scope === undefined ? this.pods.values() : (this.podsByNs.get(scope)?.values() ?? [])) {
         if (inGroup(def, pod, this.namespaces.get(pod.namespace) ?? EMPTY)) this.count(g, elementsOf(def, pod), 1, false);
       }
     }

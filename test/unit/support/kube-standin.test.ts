@@ -27,12 +27,12 @@ function call(base: string, method: string, path: string, body?: unknown, header
   });
 }
 
-/** Opens a watch; `events` fills as lines arrive; `ended` resolves when the server ends the stream. */
-function watch(base: string, query: string) {
+/** Opens a watch (of `path`: the Nodes by default); `events` fills as lines arrive; `ended` resolves when the server ends the stream. */
+function watch(base: string, query: string, path = '/api/v1/nodes', headers: Record<string, string> = {}) {
   const events: any[] = [];
   let res!: http.IncomingMessage;
   const ended = new Promise<'end' | 'broken'>((resolve) => {
-    http.get(`${base}/api/v1/nodes?watch=1&${query}`, (r) => {
+    http.get(`${base}${path}?watch=1&${query}`, { headers }, (r) => {
       res = r;
       let buf = '';
       r.on('data', (c) => {
@@ -432,25 +432,16 @@ describe('stand-in API server: namespaces, pods and network policies', () => {
   it('a watch of one namespace sees only it; deleting a namespace deletes its objects first (each a DELETED event)', async () => {
     await s.create('namespaces', { metadata: { name: 'y' } });
     await s.create('pods', { metadata: { namespace: 'y', name: 'c' }, spec: {} });
-    const events: any[] = [];
     const rv = (await call(s.url, 'GET', '/api/v1/pods', undefined, adm)).body.metadata.resourceVersion;
-    const req = http.get(`${s.url}/api/v1/namespaces/y/pods?watch=1&resourceVersion=${rv}`, { headers: adm }, (r) => {
-      let buf = '';
-      r.on('data', (c) => {
-        buf += c;
-        for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-          events.push(JSON.parse(buf.slice(0, nl)));
-          buf = buf.slice(nl + 1);
-        }
-      });
-    });
+    const w = watch(s.url, `resourceVersion=${rv}`, '/api/v1/namespaces/y/pods', adm);
+    const events = w.events;
     await waitFor('the watch to open', async () => (await s.openWatches()) > 0);
     await s.patch('pods', 'x/a', { metadata: { labels: { seen: 'no' } } });
     await s.create('pods', { metadata: { namespace: 'y', name: 'd' }, spec: {} });
     expect(await s.delete('namespaces', 'y')).toBe(true);
     await waitFor('three events', () => events.length === 3);
     expect(events.map((e) => `${e.type} ${e.object.metadata.namespace}/${e.object.metadata.name}`)).toEqual(['ADDED y/d', 'DELETED y/c', 'DELETED y/d']);
-    req.destroy();
+    w.close();
     expect((await s.list('pods')).map((p) => p.metadata.name)).toEqual(['a', 'b']);
   });
 
