@@ -51,7 +51,11 @@ if (!process.env.NETPOL_IN_NS) {
   execFileSync('ip', ['netns', 'add', NS]);
   let status = 1;
   try {
-    status = spawnSync('ip', ['netns', 'exec', NS, process.execPath, fileURLToPath(import.meta.url)], { stdio: 'inherit', env: { ...process.env, NETPOL_IN_NS: '1' } }).status ?? 1;
+    status =
+      spawnSync('ip', ['netns', 'exec', NS, process.execPath, fileURLToPath(import.meta.url)], {
+        stdio: 'inherit',
+        env: { ...process.env, NETPOL_IN_NS: '1' },
+      }).status ?? 1;
   } finally {
     for (const ns of [NS, `${NS}-cli`, `${NS}-rtr`, `${NS}-srv`]) spawnSync('ip', ['netns', 'del', ns]);
   }
@@ -61,7 +65,8 @@ if (!process.env.NETPOL_IN_NS) {
 // ---- inside the namespace ----
 const dir = mkdtempSync(join(tmpdir(), 'netpol-bench-'));
 const sh = (...argv) => execFileSync(argv[0], argv.slice(1), { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] });
-const rssMiB = (pid, field = 'VmRSS') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+const rssMiB = (pid, field = 'VmRSS') =>
+  Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 /** The stand-in API server on 127.0.0.1 (this namespace), driven through its control socket. */
 const startApi = () => startStandIn(dir, { nodeArgs: ['--max-old-space-size=4096'], historyLimit: 5000 });
@@ -77,7 +82,15 @@ function kubeNode(i) {
     metadata: {
       name: nodeName(i),
       labels: { 'kubernetes.io/hostname': nodeName(i) },
-      annotations: i === 0 ? {} : { [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"0a:58:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}"}`, [`${P}/backend-type`]: 'vxlan', [`${P}/kube-subnet-manager`]: 'true', [`${P}/public-ip`]: `172.16.${i >> 8}.${i & 255}` },
+      annotations:
+        i === 0
+          ? {}
+          : {
+              [`${P}/backend-data`]: `{"VNI":1,"VtepMAC":"0a:58:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}"}`,
+              [`${P}/backend-type`]: 'vxlan',
+              [`${P}/kube-subnet-manager`]: 'true',
+              [`${P}/public-ip`]: `172.16.${i >> 8}.${i & 255}`,
+            },
     },
     spec: { podCIDR: subnetOf(i), podCIDRs: [subnetOf(i)] },
     status: { conditions: [{ type: 'Ready', status: 'True' }] },
@@ -96,7 +109,16 @@ function kubePod(i, nodes, namespaces, labels = {}) {
       name: `${app}-${hash}-${i.toString(36)}`,
       labels: { app, 'pod-template-hash': hash, tier: i % 3 ? 'backend' : 'frontend', ...labels },
       annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' },
-      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-${hash}`, uid: `00000000-0000-0000-0000-${hash.padStart(12, '0')}`, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: `${app}-${hash}`,
+          uid: `00000000-0000-0000-0000-${hash.padStart(12, '0')}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       nodeName: nodeName(node),
@@ -105,8 +127,14 @@ function kubePod(i, nodes, namespaces, labels = {}) {
         {
           name: 'main',
           image: `registry.example/${app}:v1.2.3`,
-          ports: [{ name: 'http', containerPort: 8080, protocol: 'TCP' }, { name: 'metrics', containerPort: 9090, protocol: 'TCP' }],
-          env: [{ name: 'LOG_LEVEL', value: 'info' }, { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          ports: [
+            { name: 'http', containerPort: 8080, protocol: 'TCP' },
+            { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+          ],
+          env: [
+            { name: 'LOG_LEVEL', value: 'info' },
+            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+          ],
           resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
           volumeMounts: [{ name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
         },
@@ -115,12 +143,27 @@ function kubePod(i, nodes, namespaces, labels = {}) {
     },
     status: {
       phase: 'Running',
-      conditions: ['Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastTransitionTime: '2026-01-01T00:00:00Z' })),
+      conditions: ['Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({
+        type,
+        status: 'True',
+        lastTransitionTime: '2026-01-01T00:00:00Z',
+      })),
       hostIP: `172.16.${node >> 8}.${node & 255}`,
       podIP: podIp(node, k),
       podIPs: [{ ip: podIp(node, k) }],
       startTime: '2026-01-01T00:00:00Z',
-      containerStatuses: [{ name: 'main', ready: true, restartCount: 0, started: true, image: `registry.example/${app}:v1.2.3`, imageID: `registry.example/${app}@sha256:${'ab'.repeat(32)}`, containerID: `containerd://${'cd'.repeat(32)}`, state: { running: { startedAt: '2026-01-01T00:00:00Z' } } }],
+      containerStatuses: [
+        {
+          name: 'main',
+          ready: true,
+          restartCount: 0,
+          started: true,
+          image: `registry.example/${app}:v1.2.3`,
+          imageID: `registry.example/${app}@sha256:${'ab'.repeat(32)}`,
+          containerID: `containerd://${'cd'.repeat(32)}`,
+          state: { running: { startedAt: '2026-01-01T00:00:00Z' } },
+        },
+      ],
     },
   };
 }
@@ -131,26 +174,86 @@ function kubePolicy(i, namespaces) {
   const app = `app-${i % 50}`;
   const specs = [
     { podSelector: {}, policyTypes: ['Ingress'] },
-    { podSelector: { matchLabels: { app } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: `app-${(i + 1) % 50}` } } }], ports: [{ port: 'http' }] }] },
-    { podSelector: { matchLabels: { app } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `t${i % 10}` } }, podSelector: { matchLabels: { tier: 'frontend' } } }], ports: [{ port: 8080 }, { port: 'metrics' }] }] },
-    { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }], ports: [{ protocol: 'UDP', port: 53 }, { port: 53 }] }] },
-    { podSelector: { matchLabels: { tier: 'frontend' } }, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12'] } }] }, { to: [{ podSelector: {} }] }] },
+    {
+      podSelector: { matchLabels: { app } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: `app-${(i + 1) % 50}` } } }], ports: [{ port: 'http' }] }],
+    },
+    {
+      podSelector: { matchLabels: { app } },
+      ingress: [
+        {
+          from: [{ namespaceSelector: { matchLabels: { team: `t${i % 10}` } }, podSelector: { matchLabels: { tier: 'frontend' } } }],
+          ports: [{ port: 8080 }, { port: 'metrics' }],
+        },
+      ],
+    },
+    {
+      podSelector: {},
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+            },
+          ],
+          ports: [{ protocol: 'UDP', port: 53 }, { port: 53 }],
+        },
+      ],
+    },
+    {
+      podSelector: { matchLabels: { tier: 'frontend' } },
+      policyTypes: ['Egress'],
+      egress: [{ to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12'] } }] }, { to: [{ podSelector: {} }] }],
+    },
   ];
   // every namespace gets every kind in turn (policy i goes to namespace i mod N, its kind changes every N)
-  return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace: ns, name: `policy-${i}` }, spec: specs[Math.floor(i / namespaces) % specs.length] };
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { namespace: ns, name: `policy-${i}` },
+    spec: specs[Math.floor(i / namespaces) % specs.length],
+  };
 }
 
 async function populate(api, n) {
   const nodes = Math.ceil(n / LOCAL);
   const namespaces = Math.max(1, Math.round(n / PER_NS));
-  for (let i = 0; i < nodes; i += 500) await api.call('createMany', 'nodes', Array.from({ length: Math.min(500, nodes - i) }, (_, k) => kubeNode(i + k)));
-  await api.call('createMany', 'namespaces', [{ metadata: { name: 'kube-system' } }, ...Array.from({ length: namespaces }, (_, k) => ({ metadata: { name: `ns-${k}`, labels: { team: `t${k % 10}` } } }))]);
-  for (let i = 0; i < n; i += 500) await api.call('createMany', 'pods', Array.from({ length: Math.min(500, n - i) }, (_, k) => kubePod(i + k, nodes, namespaces)));
-  for (let i = 0; i < POLICIES; i += 500) await api.call('createMany', 'networkpolicies', Array.from({ length: Math.min(500, POLICIES - i) }, (_, k) => kubePolicy(i + k, namespaces)));
+  for (let i = 0; i < nodes; i += 500)
+    await api.call(
+      'createMany',
+      'nodes',
+      Array.from({ length: Math.min(500, nodes - i) }, (_, k) => kubeNode(i + k)),
+    );
+  await api.call('createMany', 'namespaces', [
+    { metadata: { name: 'kube-system' } },
+    ...Array.from({ length: namespaces }, (_, k) => ({ metadata: { name: `ns-${k}`, labels: { team: `t${k % 10}` } } })),
+  ]);
+  for (let i = 0; i < n; i += 500)
+    await api.call(
+      'createMany',
+      'pods',
+      Array.from({ length: Math.min(500, n - i) }, (_, k) => kubePod(i + k, nodes, namespaces)),
+    );
+  for (let i = 0; i < POLICIES; i += 500)
+    await api.call(
+      'createMany',
+      'networkpolicies',
+      Array.from({ length: Math.min(500, POLICIES - i) }, (_, k) => kubePolicy(i + k, namespaces)),
+    );
   // the bench's own (the changes section changes what they select): ns-0 has pods of our node
-  const bench = (name, spec) => ({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace: 'ns-0', name }, spec });
+  const bench = (name, spec) => ({
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { namespace: 'ns-0', name },
+    spec,
+  });
   await api.call('createMany', 'networkpolicies', [
-    bench('bench-peers', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { bench: 'peer' } } }] }] }),
+    bench('bench-peers', {
+      podSelector: {},
+      ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { bench: 'peer' } } }] }],
+    }),
     bench('bench-selected', { podSelector: { matchLabels: { bench: 'selected' } }, ingress: [{ from: [{ podSelector: {} }] }] }),
     bench('bench-teams', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { bench: 'team' } } }] }] }),
   ]);
@@ -159,11 +262,34 @@ async function populate(api, n) {
 
 // ---- the daemon ----
 function startDaemon(url, policy) {
-  writeFileSync(join(dir, 'kubeconfig'), `apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: "${url}"\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n`);
+  writeFileSync(
+    join(dir, 'kubeconfig'),
+    `apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: "${url}"\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n`,
+  );
   writeFileSync(join(dir, 'net-conf.json'), JSON.stringify({ Network: '10.128.0.0/9', SubnetLen: 24, Backend: { Type: 'vxlan' } }));
-  const args = ['daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18082', '--kube-subnet-mgr', '--kubeconfig-file', join(dir, 'kubeconfig'), '--node-name', nodeName(0), '--net-config-path', join(dir, 'net-conf.json'), ...(policy ? ['--network-policy'] : [])];
+  const args = [
+    'daemon',
+    '--iface',
+    'ul0',
+    '--subnet-file',
+    join(dir, 'subnet.env'),
+    '--healthz-ip',
+    '127.0.0.1',
+    '--healthz-port',
+    '18082',
+    '--kube-subnet-mgr',
+    '--kubeconfig-file',
+    join(dir, 'kubeconfig'),
+    '--node-name',
+    nodeName(0),
+    '--net-config-path',
+    join(dir, 'net-conf.json'),
+    ...(policy ? ['--network-policy'] : []),
+  ];
   const elf = readFileSync(DAEMON).subarray(0, 4).toString('latin1') === '\x7fELF';
-  const child = elf ? spawn(DAEMON, args, { stdio: ['ignore', 'ignore', 'pipe'] }) : spawn(process.execPath, [...NODE_ARGS, DAEMON, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = elf
+    ? spawn(DAEMON, args, { stdio: ['ignore', 'ignore', 'pipe'] })
+    : spawn(process.execPath, [...NODE_ARGS, DAEMON, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   child.stderr.on('data', (b) => (log += b));
   const exited = new Promise((r) => child.once('exit', r));
@@ -172,13 +298,20 @@ function startDaemon(url, policy) {
 
 async function metrics() {
   const text = await new Promise((res, rej) => {
-    http.get('http://127.0.0.1:18082/metrics', (r) => {
-      let body = '';
-      r.on('data', (b) => (body += b));
-      r.on('end', () => res(body));
-    }).on('error', rej);
+    http
+      .get('http://127.0.0.1:18082/metrics', (r) => {
+        let body = '';
+        r.on('data', (b) => (body += b));
+        r.on('end', () => res(body));
+      })
+      .on('error', rej);
   });
-  return new Map(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
+  return new Map(
+    text
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]),
+  );
 }
 
 async function until(cond, what, limitMs = 300_000) {
@@ -212,7 +345,7 @@ async function benchCluster(n) {
     // One paged list of each before the daemon starts, as other clients (the scheduler, the kubelets) would have
     // made: a real API server answers from a warm watch cache, not a process serializing each object the first time.
     for (const path of ['/api/v1/pods', '/api/v1/namespaces', '/apis/networking.k8s.io/v1/networkpolicies']) {
-      for (let token = ''; ; ) {
+      for (let token = ''; ;) {
         const page = await (await fetch(`${api.url}${path}?limit=500${token ? `&continue=${encodeURIComponent(token)}` : ''}`)).json();
         if (!(token = page.metadata.continue)) break;
       }
@@ -237,7 +370,10 @@ async function benchCluster(n) {
     const m0 = await metrics();
     out.statements = m0.get('flannel_network_policy_rule_statements_total{kind="full"}');
     out.heap = m0.get('nodejs_heap_size_used_bytes') / 2 ** 20;
-    out.isolated = [m0.get('flannel_network_policy_isolated_pods{direction="ingress"}'), m0.get('flannel_network_policy_isolated_pods{direction="egress"}')];
+    out.isolated = [
+      m0.get('flannel_network_policy_isolated_pods{direction="ingress"}'),
+      m0.get('flannel_network_policy_isolated_pods{direction="egress"}'),
+    ];
     out.groups = m0.get('flannel_network_policy_peer_groups');
     out.localPods = m0.get('flannel_network_policy_local_pods');
 
@@ -245,11 +381,21 @@ async function benchCluster(n) {
       // each change touches something the table holds: the bench's own policies in ns-0 (populate()) use the labels changed
       const remote = (r) => podKey(1 + nodes * (r + 10), nodes, namespaces); // a pod of node-1
       const kinds = {
-        'remote pod relabelled (joins a peer group)': (r) => api.call('patch', 'pods', remote(r), { metadata: { labels: { bench: 'peer' } } }),
-        'local pod relabelled (a policy selects it, or not)': (r) => api.call('patch', 'pods', podKey(0, nodes, namespaces), { metadata: { labels: { bench: r % 2 ? 'selected' : null } } }),
-        'policy created (selects local pods)': (r) => api.call('create', 'networkpolicies', { metadata: { namespace: 'ns-0', name: `new-${r}` }, spec: { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `new-${r}` } } }] }] } }),
-        'policy changed (its peers)': (r) => api.call('patch', 'networkpolicies', `ns-0/new-${r}`, { spec: { ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `changed-${r}` } } }] }] } }),
-        [`namespace relabelled (its ${Math.round(n / namespaces)} pods join a group)`]: (r) => api.call('patch', 'namespaces', 'ns-1', { metadata: { labels: { bench: r % 2 ? 'team' : null } } }),
+        'remote pod relabelled (joins a peer group)': (r) =>
+          api.call('patch', 'pods', remote(r), { metadata: { labels: { bench: 'peer' } } }),
+        'local pod relabelled (a policy selects it, or not)': (r) =>
+          api.call('patch', 'pods', podKey(0, nodes, namespaces), { metadata: { labels: { bench: r % 2 ? 'selected' : null } } }),
+        'policy created (selects local pods)': (r) =>
+          api.call('create', 'networkpolicies', {
+            metadata: { namespace: 'ns-0', name: `new-${r}` },
+            spec: { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `new-${r}` } } }] }] },
+          }),
+        'policy changed (its peers)': (r) =>
+          api.call('patch', 'networkpolicies', `ns-0/new-${r}`, {
+            spec: { ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `changed-${r}` } } }] }] },
+          }),
+        [`namespace relabelled (its ${Math.round(n / namespaces)} pods join a group)`]: (r) =>
+          api.call('patch', 'namespaces', 'ns-1', { metadata: { labels: { bench: r % 2 ? 'team' : null } } }),
         'pod created (another node)': (r) => api.call('create', 'pods', kubePod(n + r, nodes, namespaces, { bench: 'peer' })),
         'pod deleted (another node)': (r) => api.call('delete', 'pods', podKey(n + r, nodes, namespaces)),
       };
@@ -257,7 +403,11 @@ async function benchCluster(n) {
       for (const [what, write] of Object.entries(kinds)) {
         const runs = [];
         for (let r = 1; r <= REPEAT; r++) runs.push(await timedChange(write, r, what));
-        out.changes[what] = { ms: median(runs.map((x) => x.ms)), cpuMs: median(runs.map((x) => x.cpuMs)), statements: median(runs.map((x) => x.statements)) };
+        out.changes[what] = {
+          ms: median(runs.map((x) => x.ms)),
+          cpuMs: median(runs.map((x) => x.cpuMs)),
+          statements: median(runs.map((x) => x.statements)),
+        };
       }
     }
     out.endRss = rssMiB(d.pid);
@@ -297,9 +447,20 @@ async function timedChange(write, r, what) {
 // ---- packets ----
 async function benchPackets() {
   const agentDir = join(dir, 'agent');
-  execFileSync('go', ['build', '-o', join(agentDir, 'netpol-agent'), '.'], { cwd: join(root, 'test/netpol-agent'), env: { ...process.env, GO111MODULE: 'off', GOCACHE: join(dir, 'gocache'), GOFLAGS: '' } });
+  execFileSync('go', ['build', '-o', join(agentDir, 'netpol-agent'), '.'], {
+    cwd: join(root, 'test/netpol-agent'),
+    env: { ...process.env, GO111MODULE: 'off', GOCACHE: join(dir, 'gocache'), GOFLAGS: '' },
+  });
   const bundle = join(dir, 'table.js');
-  await build({ entryPoints: [join(here, 'netpol-table.ts')], bundle: true, platform: 'node', format: 'cjs', target: 'node20', outfile: bundle, logLevel: 'warning' });
+  await build({
+    entryPoints: [join(here, 'netpol-table.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    outfile: bundle,
+    logLevel: 'warning',
+  });
   const [cli, rtr, srv] = ['cli', 'rtr', 'srv'].map((x) => `${NS}-${x}`);
   for (const ns of [cli, rtr, srv]) {
     spawnSync('ip', ['netns', 'del', ns]);
@@ -308,7 +469,12 @@ async function benchPackets() {
   }
   sh('ip', '-n', cli, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'c0', 'netns', rtr);
   sh('ip', '-n', srv, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 's0', 'netns', rtr);
-  for (const [ns, dev, addr, gw] of [[cli, 'eth0', '10.99.1.2/24', '10.99.1.1'], [srv, 'eth0', '10.99.2.2/24', '10.99.2.1'], [rtr, 'c0', '10.99.1.1/24'], [rtr, 's0', '10.99.2.1/24']]) {
+  for (const [ns, dev, addr, gw] of [
+    [cli, 'eth0', '10.99.1.2/24', '10.99.1.1'],
+    [srv, 'eth0', '10.99.2.2/24', '10.99.2.1'],
+    [rtr, 'c0', '10.99.1.1/24'],
+    [rtr, 's0', '10.99.2.1/24'],
+  ]) {
     sh('ip', '-n', ns, 'addr', 'add', addr, 'dev', dev);
     sh('ip', '-n', ns, 'link', 'set', dev, 'up');
     if (gw) sh('ip', '-n', ns, 'route', 'add', 'default', 'via', gw);
@@ -330,18 +496,30 @@ async function benchPackets() {
         }
       }),
     );
-    return { ready, call: (cmd) => new Promise((res) => (waiting.set(++id, res), p.stdin.write(JSON.stringify({ ...cmd, id }) + '\n'))), stop: () => p.kill('SIGKILL') };
+    return {
+      ready,
+      call: (cmd) => new Promise((res) => (waiting.set(++id, res), p.stdin.write(JSON.stringify({ ...cmd, id }) + '\n'))),
+      stop: () => p.kill('SIGKILL'),
+    };
   };
   const [client, server] = [agent(cli), agent(srv)];
   await Promise.all([client.ready, server.ready]);
   const nft = (script) => execFileSync('ip', ['netns', 'exec', rtr, 'nft', '-f', '-'], { input: script });
   const tableOf = (cfg) => execFileSync(process.execPath, [bundle, JSON.stringify(cfg)], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  const linear = ['add table inet linear', 'add chain inet linear forward { type filter hook forward priority filter; policy accept; }', ...Array.from({ length: 1000 }, (_, i) => `add rule inet linear forward ip saddr 192.0.${i >> 8}.${i & 255} udp dport ${1000 + (i % 1000)} drop`)].join('\n') + '\n';
+  const linear =
+    [
+      'add table inet linear',
+      'add chain inet linear forward { type filter hook forward priority filter; policy accept; }',
+      ...Array.from(
+        { length: 1000 },
+        (_, i) => `add rule inet linear forward ip saddr 192.0.${i >> 8}.${i & 255} udp dport ${1000 + (i % 1000)} drop`,
+      ),
+    ].join('\n') + '\n';
   const configs = [
     ['no table', () => {}],
-    ['table: 1 policy (the server\'s)', () => nft(tableOf({ pods: 10000, policies: 1, selecting: 1 }))],
-    ['table: 1,000 policies, 1 the server\'s', () => nft(tableOf({ pods: 10000, policies: 1000, selecting: 1 }))],
-    ['table: 1,000 policies, 10 the server\'s', () => nft(tableOf({ pods: 10000, policies: 1000, selecting: 10 }))],
+    ["table: 1 policy (the server's)", () => nft(tableOf({ pods: 10000, policies: 1, selecting: 1 }))],
+    ["table: 1,000 policies, 1 the server's", () => nft(tableOf({ pods: 10000, policies: 1000, selecting: 1 }))],
+    ["table: 1,000 policies, 10 the server's", () => nft(tableOf({ pods: 10000, policies: 1000, selecting: 10 }))],
     ['control: 1,000 rules in a row', () => nft(linear)],
   ];
   const rows = [];
@@ -382,18 +560,33 @@ try {
     console.log(`\nnetwork policy, ${POLICIES} policies, ${LOCAL} pods on this node (daemon: ${DAEMON})`);
     table([
       ['pods', 'RSS off', 'peak off', 'RSS on', 'heap on', 'peak on', 'RSS end', 'to the table', 'statements', 'groups', 'isolated in/out'],
-      ...results.map((r) => [r.n, mib(r.offRss), mib(r.offPeak), mib(r.onRss), mib(r.heap), mib(r.onPeak), mib(r.endRss), s(r.start), r.statements, r.groups, r.isolated.join('/')]),
+      ...results.map((r) => [
+        r.n,
+        mib(r.offRss),
+        mib(r.offPeak),
+        mib(r.onRss),
+        mib(r.heap),
+        mib(r.onPeak),
+        mib(r.endRss),
+        s(r.start),
+        r.statements,
+        r.groups,
+        r.isolated.join('/'),
+      ]),
     ]);
     if (SECTIONS.includes('changes')) {
       for (const r of results) {
         console.log(`\none change at ${r.n} pods (medians of ${REPEAT}): API write to nft done, daemon CPU, nft statements`);
-        table([['change', 'enforced after', 'CPU', 'statements'], ...Object.entries(r.changes).map(([k, v]) => [k, s(v.ms), s(v.cpuMs), v.statements])]);
+        table([
+          ['change', 'enforced after', 'CPU', 'statements'],
+          ...Object.entries(r.changes).map(([k, v]) => [k, s(v.ms), s(v.cpuMs), v.statements]),
+        ]);
       }
     }
   }
   if (SECTIONS.includes('packets')) {
     console.log(`\nforwarded 64-byte UDP datagrams per second, client -> node -> isolated server pod (medians of ${REPEAT} floods of 2 s)`);
-    table([['the node\'s table', 'received'], ...(await benchPackets())]);
+    table([["the node's table", 'received'], ...(await benchPackets())]);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

@@ -26,11 +26,15 @@ const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 export const API_IP = `${UNDERLAY_PREFIX}.100`;
 export const SA_USER = 'system:serviceaccount:kube-flannel:flannel';
 const SA_TOKEN = 'netpol-sa-token-51ab';
-const CNI_CONF = '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true,"isDefaultGateway":true}}]}';
+const CNI_CONF =
+  '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true,"isDefaultGateway":true}}]}';
 /** The probes' timeout: a blocked connection costs this much (all probes of a round run at once). */
 const PROBE_TIMEOUT_MS = 1000;
 
-export const NODE_CIDRS: Record<string, [string, string]> = { n1: ['10.86.1.0/24', 'fd86:0:0:1::/64'], n2: ['10.86.2.0/24', 'fd86:0:0:2::/64'] };
+export const NODE_CIDRS: Record<string, [string, string]> = {
+  n1: ['10.86.1.0/24', 'fd86:0:0:1::/64'],
+  n2: ['10.86.2.0/24', 'fd86:0:0:2::/64'],
+};
 
 /** An agent's answer to one command. */
 interface Answer {
@@ -118,7 +122,8 @@ export class NetpolCluster {
       const api = c.topo.addHost('api', 100);
       c.ca = new TestCA(join(c.topo.tmp.path, 'pki'));
       c.server = await spawnClusterApiServer(api.path, API_IP, c.ca, users(SA_TOKEN));
-      for (const [name, cidrs] of Object.entries(NODE_CIDRS)) await c.server.createNode({ metadata: { name }, spec: { podCIDR: cidrs[0], podCIDRs: cidrs } });
+      for (const [name, cidrs] of Object.entries(NODE_CIDRS))
+        await c.server.createNode({ metadata: { name }, spec: { podCIDR: cidrs[0], podCIDRs: cidrs } });
       for (const ns of ['x', 'y', 'z']) await c.server.create('namespaces', { metadata: { name: ns, labels: { ns } } });
       sh(['ln', '-s', join(OUR_BIN, 'flannel'), join(c.topo.cniBin, 'flannel')]);
       for (const node of Object.values(c.nodes)) writeFileSync(fileOf(node, '/etc/cni/net.d/10-flannel.conflist'), CNI_CONF);
@@ -141,12 +146,31 @@ export class NetpolCluster {
     writeFileSync(kc, kubeconfigYaml({ server: this.server.url, caFile: this.ca.caFile, token: SA_TOKEN }), { mode: 0o600 });
     const nodes = opts.only ? [opts.only] : Object.values(this.nodes);
     for (const node of nodes) {
-      writeFileSync(fileOf(node, '/etc/kube-flannel/net-conf.json'), JSON.stringify({ Network: '10.86.0.0/16', EnableIPv6: true, IPv6Network: 'fd86::/48', Backend: { Type: backend } }));
-      this.daemons[node.name] = this.topo.startDaemon(node, ['--kube-subnet-mgr', '--ip-masq', '--kubeconfig-file', kc, '--node-name', node.name, '--healthz-port', '8081', ...(opts.policy === false ? [] : ['--network-policy'])]);
+      writeFileSync(
+        fileOf(node, '/etc/kube-flannel/net-conf.json'),
+        JSON.stringify({ Network: '10.86.0.0/16', EnableIPv6: true, IPv6Network: 'fd86::/48', Backend: { Type: backend } }),
+      );
+      this.daemons[node.name] = this.topo.startDaemon(node, [
+        '--kube-subnet-mgr',
+        '--ip-masq',
+        '--kubeconfig-file',
+        kc,
+        '--node-name',
+        node.name,
+        '--healthz-port',
+        '8081',
+        ...(opts.policy === false ? [] : ['--network-policy']),
+      ]);
     }
     await Promise.all(nodes.map((n) => this.topo.waitSubnet(this.daemons[n.name]!, 30_000)));
     if (backend === 'vxlan') {
-      await this.topo.waitMesh([{ node: this.nodes.n1, subnet: NODE_CIDRS.n1[0] }, { node: this.nodes.n2, subnet: NODE_CIDRS.n2[0] }], 30_000);
+      await this.topo.waitMesh(
+        [
+          { node: this.nodes.n1, subnet: NODE_CIDRS.n1[0] },
+          { node: this.nodes.n2, subnet: NODE_CIDRS.n2[0] },
+        ],
+        30_000,
+      );
     }
   }
 
@@ -156,7 +180,10 @@ export class NetpolCluster {
 
   /** GET a path of a node's health server: "<status> <body>". */
   health(node: Host, path: string): Promise<string> {
-    return this.topo.nodeIn(node, `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`);
+    return this.topo.nodeIn(
+      node,
+      `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`,
+    );
   }
 
   /** A metric of a node's /metrics (name with its labels, as printed); undefined when absent. */
@@ -176,12 +203,25 @@ export class NetpolCluster {
     const netns = `${this.prefix}-p${++this.podSeq}`;
     const path = this.topo.netns(netns);
     const containerId = `${this.prefix}-ctr-${this.podSeq}`;
-    const r = await runProcess([...enter(node), inject('libcniDriver'), 'add', 'cbr0', path, containerId], { PATH, CNI_PATH: this.topo.cniBin }, '');
+    const r = await runProcess(
+      [...enter(node), inject('libcniDriver'), 'add', 'cbr0', path, containerId],
+      { PATH, CNI_PATH: this.topo.cniBin },
+      '',
+    );
     if (r.code !== 0) throw new Error(`libcni ADD ${key} on ${node.name} failed: ${r.stdout}${r.stderr}`);
     const ips = (r.json.ips as { address: string }[]).map((i) => i.address.split('/')[0]);
     const agent = new Agent(path);
     await agent.ready;
-    const pod: PodHandle = { key, node, netns, path, ip4: ips.find((i) => !i.includes(':'))!, ip6: ips.find((i) => i.includes(':'))!, agent, containerId };
+    const pod: PodHandle = {
+      key,
+      node,
+      netns,
+      path,
+      ip4: ips.find((i) => !i.includes(':'))!,
+      ip6: ips.find((i) => i.includes(':'))!,
+      agent,
+      containerId,
+    };
     this.pods.set(key, pod);
     await this.server.create('pods', this.podObject(pod, labels));
     return pod;
@@ -208,7 +248,11 @@ export class NetpolCluster {
     const pod = this.pods.get(key)!;
     await this.server.delete('pods', key);
     await pod.agent.stop();
-    const r = await runProcess([...enter(pod.node), inject('libcniDriver'), 'del', 'cbr0', pod.path, pod.containerId], { PATH, CNI_PATH: this.topo.cniBin }, '');
+    const r = await runProcess(
+      [...enter(pod.node), inject('libcniDriver'), 'del', 'cbr0', pod.path, pod.containerId],
+      { PATH, CNI_PATH: this.topo.cniBin },
+      '',
+    );
     if (r.code !== 0) throw new Error(`libcni DEL ${key} failed: ${r.stdout}${r.stderr}`);
     this.pods.delete(key);
   }
@@ -222,7 +266,8 @@ export class NetpolCluster {
   }
 
   async deletePolicies(): Promise<void> {
-    for (const p of await this.server.list('networkpolicies')) await this.server.delete('networkpolicies', `${p.metadata.namespace}/${p.metadata.name}`);
+    for (const p of await this.server.list('networkpolicies'))
+      await this.server.delete('networkpolicies', `${p.metadata.namespace}/${p.metadata.name}`);
   }
 
   /** One probe round: every pod of `pods` to every pod of `pods`, on `ports`, over `families`, all at once. */
@@ -243,7 +288,11 @@ export class NetpolCluster {
               seen.set(key, false);
               probes.push(from.agent.call({ op: 'probe', proto, ip, port: Number(number), tag }).then(() => {}));
             } else {
-              probes.push(from.agent.call({ op: 'probe', proto, ip, port: Number(number), timeoutMs: PROBE_TIMEOUT_MS }).then((a) => void seen.set(key, a.ok)));
+              probes.push(
+                from.agent
+                  .call({ op: 'probe', proto, ip, port: Number(number), timeoutMs: PROBE_TIMEOUT_MS })
+                  .then((a) => void seen.set(key, a.ok)),
+              );
             }
           }
     await Promise.all(probes);
@@ -277,15 +326,22 @@ export class NetpolCluster {
     let last: Observed = new Map();
     let rounds = 0;
     try {
-      const { ms } = await waitFor(what, async () => {
-        rounds++;
-        last = await this.observe(expected.pods, expected.ports, families);
-        return differences(expected, last, families).length === 0;
-      }, timeoutMs, 10);
+      const { ms } = await waitFor(
+        what,
+        async () => {
+          rounds++;
+          last = await this.observe(expected.pods, expected.ports, families);
+          return differences(expected, last, families).length === 0;
+        },
+        timeoutMs,
+        10,
+      );
       return ms;
     } catch {
       const diff = differences(expected, last, families);
-      throw new Error(`${what}: after ${rounds} probe rounds the table is not the expected one (${diff.length} cells differ):\n${formatTables(expected, last, families)}\n${diff.slice(0, 20).join('\n')}`);
+      throw new Error(
+        `${what}: after ${rounds} probe rounds the table is not the expected one (${diff.length} cells differ):\n${formatTables(expected, last, families)}\n${diff.slice(0, 20).join('\n')}`,
+      );
     }
   }
 

@@ -12,8 +12,14 @@ export const PORTS: readonly Port[] = ['tcp/80', 'tcp/81', 'udp/80'];
 /** Which pods: one, several, a predicate, or '*' for all. */
 export type Pods = string | readonly string[] | ((pod: string) => boolean);
 
-export const inNs = (...namespaces: string[]) => (pod: string) => namespaces.includes(pod.split('/')[0]);
-export const named = (...names: string[]) => (pod: string) => names.includes(pod.split('/')[1]);
+export const inNs =
+  (...namespaces: string[]) =>
+  (pod: string) =>
+    namespaces.includes(pod.split('/')[0]);
+export const named =
+  (...names: string[]) =>
+  (pod: string) =>
+    names.includes(pod.split('/')[1]);
 export const not = (p: Pods) => (pod: string) => !matchesPods(p, pod);
 
 function matchesPods(p: Pods, pod: string): boolean {
@@ -35,7 +41,9 @@ export class Reach {
   private key = (from: string, to: string, port: Port) => `${from} ${to} ${port}`;
 
   set(from: Pods, to: Pods, allowed: boolean, ports: readonly Port[] = this.ports): this {
-    for (const f of this.pods) for (const t of this.pods) if (matchesPods(from, f) && matchesPods(to, t)) for (const p of ports) this.cells.set(this.key(f, t, p), allowed);
+    for (const f of this.pods)
+      for (const t of this.pods)
+        if (matchesPods(from, f) && matchesPods(to, t)) for (const p of ports) this.cells.set(this.key(f, t, p), allowed);
     return this;
   }
 
@@ -65,7 +73,10 @@ export function differences(expected: Reach, observed: Observed, families: reado
         for (const port of expected.ports) {
           const want = expected.get(from, to, port);
           const got = observed.get(observedKey(family, from, to, port));
-          if (got !== want) out.push(`IPv${family} ${port} ${from} -> ${to}: expected ${want ? 'reached' : 'blocked'}, ${got === undefined ? 'not probed' : got ? 'reached' : 'blocked'}`);
+          if (got !== want)
+            out.push(
+              `IPv${family} ${port} ${from} -> ${to}: expected ${want ? 'reached' : 'blocked'}, ${got === undefined ? 'not probed' : got ? 'reached' : 'blocked'}`,
+            );
         }
   return out;
 }

@@ -44,7 +44,13 @@ const list = (v: Json | undefined): Json[] => (Array.isArray(v) ? v : []);
 
 const METADATA_MERGE = { 'metadata.finalizers': '', 'metadata.ownerReferences': 'uid' };
 
-const col = (name: string, description: string, priority = 0, type = 'string', format = ''): Column => ({ name, type, format, description, priority });
+const col = (name: string, description: string, priority = 0, type = 'string', format = ''): Column => ({
+  name,
+  type,
+  format,
+  description,
+  priority,
+});
 const NAME = col('Name', 'Name must be unique within a namespace.', 0, 'string', 'name');
 const AGE = col('Age', 'CreationTimestamp is a timestamp representing the server time when this object was created.');
 
@@ -72,10 +78,16 @@ export function formatLabelSelector(sel: Json | undefined): string {
   for (const e of list(s.matchExpressions).map(obj)) {
     const key = String(e.key);
     const values = list(e.values).map(String).sort().join(',');
-    const text = { In: `${key} in (${values})`, NotIn: `${key} notin (${values})`, Exists: key, DoesNotExist: `!${key}` }[String(e.operator)] ?? key;
+    const text =
+      { In: `${key} in (${values})`, NotIn: `${key} notin (${values})`, Exists: key, DoesNotExist: `!${key}` }[String(e.operator)] ?? key;
     reqs.push([key, text]);
   }
-  return reqs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, t]) => t).join(',') || '<none>';
+  return (
+    reqs
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, t]) => t)
+      .join(',') || '<none>'
+  );
 }
 
 const NODES: KindSpec = {
@@ -99,15 +111,31 @@ const NODES: KindSpec = {
   ],
   cells(node) {
     const status = obj(node.status);
-    const ready = list(status.conditions).map(obj).find((c) => c.type === 'Ready');
+    const ready = list(status.conditions)
+      .map(obj)
+      .find((c) => c.type === 'Ready');
     let state = !ready ? 'Unknown' : ready.status === 'True' ? 'Ready' : 'NotReady';
     if (obj(node.spec).unschedulable === true) state += ',SchedulingDisabled';
     const labels = obj(meta(node).labels) as Record<string, string>;
-    const roles = Object.keys(labels).filter((k) => k.startsWith('node-role.kubernetes.io/')).map((k) => k.slice('node-role.kubernetes.io/'.length));
+    const roles = Object.keys(labels)
+      .filter((k) => k.startsWith('node-role.kubernetes.io/'))
+      .map((k) => k.slice('node-role.kubernetes.io/'.length));
     if (labels['kubernetes.io/role']) roles.push(labels['kubernetes.io/role']);
     const addresses = list(status.addresses).map(obj);
-    const ip = (type: string) => addresses.filter((a) => a.type === type).map((a) => a.address).join(',') || '<none>';
-    return [meta(node).name, state, roles.length ? roles.sort().join(',') : '<none>', age(node), String(obj(status.nodeInfo).kubeletVersion ?? ''), ip('InternalIP'), ip('ExternalIP')];
+    const ip = (type: string) =>
+      addresses
+        .filter((a) => a.type === type)
+        .map((a) => a.address)
+        .join(',') || '<none>';
+    return [
+      meta(node).name,
+      state,
+      roles.length ? roles.sort().join(',') : '<none>',
+      age(node),
+      String(obj(status.nodeInfo).kubeletVersion ?? ''),
+      ip('InternalIP'),
+      ip('ExternalIP'),
+    ];
   },
 };
 
@@ -155,7 +183,10 @@ const PODS: KindSpec = {
     NAME,
     col('Ready', 'The aggregate readiness state of this pod for accepting traffic.'),
     col('Status', 'The aggregate status of the containers in this pod.'),
-    col('Restarts', 'The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.'),
+    col(
+      'Restarts',
+      'The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.',
+    ),
     AGE,
     col('IP', 'IP address allocated to the pod.', 1),
     col('Node', 'Name of the node this pod is running on.', 1),
@@ -169,7 +200,17 @@ const PODS: KindSpec = {
     const ready = statuses.filter((c) => c.ready === true).length;
     const restarts = statuses.reduce((n, c) => n + (typeof c.restartCount === 'number' ? c.restartCount : 0), 0);
     const phase = meta(pod).deletionTimestamp ? 'Terminating' : String(status.reason ?? status.phase ?? 'Pending');
-    return [meta(pod).name, `${ready}/${containers.length}`, phase, String(restarts), age(pod), String(status.podIP ?? '<none>'), String(obj(pod.spec).nodeName ?? '<none>'), '<none>', '<none>'];
+    return [
+      meta(pod).name,
+      `${ready}/${containers.length}`,
+      phase,
+      String(restarts),
+      age(pod),
+      String(status.podIP ?? '<none>'),
+      String(obj(pod.spec).nodeName ?? '<none>'),
+      '<none>',
+      '<none>',
+    ];
   },
   // a created pod is Pending until its kubelet says otherwise (a test writing as the kubelet keeps its status)
   onCreate(pod, hook) {

@@ -97,14 +97,22 @@ function braces(text: string): string[] {
 /** Elements of a concatenated anonymous set must not overlap (the kernel says "File exists"). */
 function noOverlap(boxes: [bigint, bigint][][]): void {
   for (let i = 0; i < boxes.length; i++)
-    for (let j = i + 1; j < boxes.length; j++) if (boxes[i].every(([lo, hi], k) => lo <= boxes[j][k][1] && boxes[j][k][0] <= hi)) throw new Error('File exists: overlapping elements');
+    for (let j = i + 1; j < boxes.length; j++)
+      if (boxes[i].every(([lo, hi], k) => lo <= boxes[j][k][1] && boxes[j][k][0] <= hi))
+        throw new Error('File exists: overlapping elements');
 }
 
 const IPF: Record<string, Family> = { ip: 4, ip6: 6 };
 
 function parseRule(text: string): Rule {
   let m: RegExpExecArray | null;
-  const R = (pred: Pred, verdict: Rule['verdict'], refs: Rule['refs'] = { sets: [], maps: [] }, extra: Partial<Rule> = {}): Rule => ({ text, pred, verdict, refs, ...extra });
+  const R = (pred: Pred, verdict: Rule['verdict'], refs: Rule['refs'] = { sets: [], maps: [] }, extra: Partial<Rule> = {}): Rule => ({
+    text,
+    pred,
+    verdict,
+    refs,
+    ...extra,
+  });
   if (text === 'ct direction reply accept') return R((p) => !!p.reply, 'accept');
   if (text === 'ct state related accept') return R(() => false, 'accept');
   if (text === 'icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept') return R(() => false, 'accept');
@@ -125,11 +133,22 @@ function parseRule(text: string): Rule {
   if ((m = /^(ip6?) (saddr|daddr) @(\S+)(?: meta l4proto \. th dport (\{.*\}))? return$/.exec(text))) {
     const [, f, addr, set, portsText] = m;
     const ports = portsText ? portSet(portsText) : () => true;
-    return R((p, t) => p.family === IPF[f] && t.sets.get(set)!.elements.has(IP.parse(addr === 'saddr' ? p.saddr : p.daddr)!.toString()) && ports(p), 'return', { sets: [set], maps: [] });
+    return R(
+      (p, t) =>
+        p.family === IPF[f] && t.sets.get(set)!.elements.has(IP.parse(addr === 'saddr' ? p.saddr : p.daddr)!.toString()) && ports(p),
+      'return',
+      { sets: [set], maps: [] },
+    );
   }
   if ((m = /^(ip6?) (saddr|daddr) \. meta l4proto \. th dport @(\S+) return$/.exec(text))) {
     const [, f, addr, set] = m;
-    return R((p, t) => p.family === IPF[f] && t.sets.get(set)!.elements.has(`${IP.parse(addr === 'saddr' ? p.saddr : p.daddr)!.toString()} . ${p.protocol} . ${p.dport}`), 'return', { sets: [set], maps: [] });
+    return R(
+      (p, t) =>
+        p.family === IPF[f] &&
+        t.sets.get(set)!.elements.has(`${IP.parse(addr === 'saddr' ? p.saddr : p.daddr)!.toString()} . ${p.protocol} . ${p.dport}`),
+      'return',
+      { sets: [set], maps: [] },
+    );
   }
   if ((m = /^(ip6?) (saddr|daddr) \. meta l4proto \. th dport (\{.*\}) return$/.exec(text))) {
     const [, f, addr, body] = m;
@@ -140,7 +159,13 @@ function parseRule(text: string): Rule {
       if (r.family !== IPF[f]) throw new Error(`family mismatch ${e}`);
       return { r, proto, ports: portRange(ports) };
     });
-    noOverlap(els.map((e) => [[e.r.lo, e.r.hi], [protoIndex(e.proto), protoIndex(e.proto)], [BigInt(e.ports[0]), BigInt(e.ports[1])]]));
+    noOverlap(
+      els.map((e) => [
+        [e.r.lo, e.r.hi],
+        [protoIndex(e.proto), protoIndex(e.proto)],
+        [BigInt(e.ports[0]), BigInt(e.ports[1])],
+      ]),
+    );
     return R((p) => {
       if (p.family !== IPF[f]) return false;
       const v = num(addr === 'saddr' ? p.saddr : p.daddr);
@@ -167,7 +192,12 @@ function portSet(body: string): (p: Packet) => boolean {
     if (!PROTOS.has(proto)) throw new Error(`bad protocol ${proto}`);
     return { proto, ports: portRange(ports) };
   });
-  noOverlap(els.map((e) => [[protoIndex(e.proto), protoIndex(e.proto)], [BigInt(e.ports[0]), BigInt(e.ports[1])]]));
+  noOverlap(
+    els.map((e) => [
+      [protoIndex(e.proto), protoIndex(e.proto)],
+      [BigInt(e.ports[0]), BigInt(e.ports[1])],
+    ]),
+  );
   return (p) => els.some((e) => e.proto === p.protocol && e.ports[0] <= p.dport && p.dport <= e.ports[1]);
 }
 
@@ -201,7 +231,8 @@ export class NftPolicyModel {
       if (!t) throw new Error(`No such file or directory (no table): ${line}`);
       return t;
     };
-    if (line === `add table ${T}` || line.startsWith(`add table ${T} {`)) return t ?? { counters: new Map(), sets: new Map(), maps: new Map(), chains: new Map() };
+    if (line === `add table ${T}` || line.startsWith(`add table ${T} {`))
+      return t ?? { counters: new Map(), sets: new Map(), maps: new Map(), chains: new Map() };
     if (line === `delete table ${T}`) {
       need();
       return undefined;
@@ -210,7 +241,9 @@ export class NftPolicyModel {
       need().counters.set(m[1], Number(m[2]));
       return t;
     }
-    if ((m = new RegExp(`^add set ${T} (\\S+) \\{ type (ipv[46]_addr( \\. inet_proto \\. inet_service)?); comment "[^"]*"; \\}$`).exec(line))) {
+    if (
+      (m = new RegExp(`^add set ${T} (\\S+) \\{ type (ipv[46]_addr( \\. inet_proto \\. inet_service)?); comment "[^"]*"; \\}$`).exec(line))
+    ) {
       const tt = need();
       if (!tt.sets.has(m[1])) tt.sets.set(m[1], { type: m[2], ports: !!m[3], elements: new Set() });
       return t;
@@ -266,11 +299,13 @@ export class NftPolicyModel {
         const c = tt.chains.get(name);
         if (!c) throw new Error(`No such file or directory: ${line}`);
         if (c.rules.length) throw new Error(`Device or resource busy (not empty): ${line}`);
-        for (const map of tt.maps.values()) if ([...map.elements.values()].includes(name)) throw new Error(`Device or resource busy (jumped to): ${line}`);
+        for (const map of tt.maps.values())
+          if ([...map.elements.values()].includes(name)) throw new Error(`Device or resource busy (jumped to): ${line}`);
         tt.chains.delete(name);
       } else {
         if (!tt.sets.has(name)) throw new Error(`No such file or directory: ${line}`);
-        for (const c of tt.chains.values()) if (c.rules.some((r) => r.refs.sets.includes(name))) throw new Error(`Device or resource busy: ${line}`);
+        for (const c of tt.chains.values())
+          if (c.rules.some((r) => r.refs.sets.includes(name))) throw new Error(`Device or resource busy: ${line}`);
         tt.sets.delete(name);
       }
       return t;
@@ -290,7 +325,8 @@ export class NftPolicyModel {
   }
 
   private check(t: Table): void {
-    for (const map of t.maps.values()) for (const chain of map.elements.values()) if (!t.chains.has(chain)) throw new Error(`map jumps to missing chain ${chain}`);
+    for (const map of t.maps.values())
+      for (const chain of map.elements.values()) if (!t.chains.has(chain)) throw new Error(`map jumps to missing chain ${chain}`);
   }
 
   /** The verdict the forward chain gives a packet: accept or drop (and which counter counted it). */

@@ -29,13 +29,18 @@ export interface PolicyAnswer {
 function parsePort(text: string): { protocol: Protocol; port: number } {
   const m = /^(?:(tcp|udp|sctp)\/)?(\d{1,5})$/i.exec(text);
   const port = m ? Number(m[2]) : NaN;
-  if (!m || port < 1 || port > 65535) throw new Error(`--port ${JSON.stringify(text)}: give protocol/port, e.g. tcp/80, udp/53 (${PROTOCOLS.join(', ')})`);
+  if (!m || port < 1 || port > 65535)
+    throw new Error(`--port ${JSON.stringify(text)}: give protocol/port, e.g. tcp/80, udp/53 (${PROTOCOLS.join(', ')})`);
   return { protocol: (m[1]?.toLowerCase() ?? 'tcp') as Protocol, port };
 }
 
 /** The cluster as one list of each (namespaced objects by namespace/name). */
 async function readCluster(client: KubeClient): Promise<{ pods: Map<string, PodInfo>; view: ClusterView }> {
-  const [pods, namespaces, policies] = await Promise.all([client.list<KubeObject>(PODS), client.list<KubeObject>(NAMESPACES), client.list<KubeObject>(NETWORK_POLICIES)]);
+  const [pods, namespaces, policies] = await Promise.all([
+    client.list<KubeObject>(PODS),
+    client.list<KubeObject>(NAMESPACES),
+    client.list<KubeObject>(NETWORK_POLICIES),
+  ]);
   const podMap = new Map<string, PodInfo>();
   for (const p of pods.items) {
     const info = podInfo(p);
@@ -43,7 +48,8 @@ async function readCluster(client: KubeClient): Promise<{ pods: Map<string, PodI
   }
   const labels = new Map<string, Labels>(namespaces.items.map((n) => [n.metadata.name, labelsOf(n.metadata)]));
   const byNs = new Map<string, Policy[]>();
-  for (const p of policies.items.map(parsePolicy).sort((a, b) => (podKey(a) < podKey(b) ? -1 : 1))) byNs.set(p.namespace, [...(byNs.get(p.namespace) ?? []), p]);
+  for (const p of policies.items.map(parsePolicy).sort((a, b) => (podKey(a) < podKey(b) ? -1 : 1)))
+    byNs.set(p.namespace, [...(byNs.get(p.namespace) ?? []), p]);
   return { pods: podMap, view: { policiesIn: (ns) => byNs.get(ns) ?? [], namespaceLabels: (ns) => labels.get(ns) } };
 }
 
@@ -54,7 +60,8 @@ export async function policyAnswer(conn: KubeConfigOptions, q: PolicyQuery): Pro
   try {
     const { pods, view } = await readCluster(client);
     const pod = pods.get(q.pod);
-    if (!pod) throw new Error(`no pod ${q.pod} that policy applies to (none by that name, or it is on the host's network, or it has finished)`);
+    if (!pod)
+      throw new Error(`no pod ${q.pod} that policy applies to (none by that name, or it is on the host's network, or it has finished)`);
     const report = explainPod(pod, [...pods.values()], view);
     if (q.from === undefined || !wanted) return { report };
     const ip = IP.parse(q.from)?.toString();
@@ -75,7 +82,9 @@ export async function policyAnswer(conn: KubeConfigOptions, q: PolicyQuery): Pro
 
 function direction(name: string, d: DirectionReport): string[] {
   if (!d.isolated) return [`${name}: open (no policy isolates it)`];
-  const lines = [`${name}: isolated by ${d.policies.length} polic${d.policies.length === 1 ? 'y' : 'ies'}; what no rule below allows is dropped`];
+  const lines = [
+    `${name}: isolated by ${d.policies.length} polic${d.policies.length === 1 ? 'y' : 'ies'}; what no rule below allows is dropped`,
+  ];
   for (const p of d.policies) {
     lines.push(`  ${p.name}${p.problem ? ` CANNOT BE ENFORCED (${p.problem}): allows nothing` : p.rules.length ? '' : ': allows nothing'}`);
     if (p.problem) continue;
@@ -87,11 +96,19 @@ function direction(name: string, d: DirectionReport): string[] {
   return lines;
 }
 
-const verdictText = (v: Verdict) => (!v.isolatedBy.length ? 'open' : v.allowed ? `allowed by ${v.allowedBy.join(', ')}` : `dropped (isolated by ${v.isolatedBy.join(', ')}; no rule allows it)`);
+const verdictText = (v: Verdict) =>
+  !v.isolatedBy.length
+    ? 'open'
+    : v.allowed
+      ? `allowed by ${v.allowedBy.join(', ')}`
+      : `dropped (isolated by ${v.isolatedBy.join(', ')}; no rule allows it)`;
 
 export function formatPolicyAnswer(a: PolicyAnswer): string {
   const { pod } = a.report;
-  const labels = Object.entries(pod.labels).map(([k, v]) => `${k}=${v}`).join(',') || '(none)';
+  const labels =
+    Object.entries(pod.labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',') || '(none)';
   const ports = pod.ports.map((p) => `${p.name} ${p.protocol}/${p.port}`).join(', ') || '(none)';
   const lines = [
     `pod ${podKey(pod)} on node ${pod.node || '(not scheduled)'}: ${pod.ips.join(', ') || '(no address yet)'}`,

@@ -49,7 +49,8 @@ const portsText = (p: PortUnion) => (p === 'all' ? 'all' : PROTOCOLS.map((x) => 
 export const selects = (p: Policy, pod: PodInfo) => p.namespace === pod.namespace && (!p.podSelector || matches(p.podSelector, pod.labels));
 
 /** The policies of `policies` that select `pod` and isolate it in `dir`. */
-export const isolating = (dir: Direction, pod: PodInfo, policies: Iterable<Policy>) => [...policies].filter((p) => p[dir] !== undefined && selects(p, pod));
+export const isolating = (dir: Direction, pod: PodInfo, policies: Iterable<Policy>) =>
+  [...policies].filter((p) => p[dir] !== undefined && selects(p, pod));
 
 /**
  * The chain of `pod` for `dir` from the policies that select it and isolate
@@ -84,7 +85,12 @@ export function planChain(dir: Direction, pod: PodInfo, policies: readonly Polic
           for (const port of names) named.set(groupKey({ match, port }), { match, port });
         } else if (peer.kind === 'block') {
           if (open) ranges.push({ family: peer.family, ranges: peer.ranges, ports: numbers });
-          const match = { kind: 'block', family: peer.family, ranges: peer.ranges, text: [peer.cidr, ...peer.except.map((e) => `!${e}`)].join(' ') } as const;
+          const match = {
+            kind: 'block',
+            family: peer.family,
+            ranges: peer.ranges,
+            text: [peer.cidr, ...peer.except.map((e) => `!${e}`)].join(' '),
+          } as const;
           for (const port of names) named.set(groupKey({ match, port }), { match, port });
         } else {
           if (open) for (const family of [4, 6] as const) ranges.push({ family, ranges: [ALL_ADDRESSES[family]], ports: numbers });
@@ -100,9 +106,11 @@ export function planChain(dir: Direction, pod: PodInfo, policies: readonly Polic
     const { any, perPort } = decompose(fam);
     if (any.length) rules.push({ kind: 'ranges', family, ranges: any });
     if (any.length === 1 && isAll(family, any[0])) continue; // every peer on every port: nothing more to ask
-    for (const [key, { def, ports }] of [...groupPorts].sort(([a], [b]) => (a < b ? -1 : 1))) rules.push({ kind: 'group', family, set: groupSetName(def, key, family), ports });
+    for (const [key, { def, ports }] of [...groupPorts].sort(([a], [b]) => (a < b ? -1 : 1)))
+      rules.push({ kind: 'group', family, set: groupSetName(def, key, family), ports });
     if (perPort.length) rules.push({ kind: 'rangePorts', family, elements: perPort });
-    for (const [key, def] of [...named].sort(([a], [b]) => (a < b ? -1 : 1))) rules.push({ kind: 'named', family, set: groupSetName(def, key, family) });
+    for (const [key, def] of [...named].sort(([a], [b]) => (a < b ? -1 : 1)))
+      rules.push({ kind: 'named', family, set: groupSetName(def, key, family) });
   }
   const groups = new Map<string, GroupDef>([...[...groupPorts].map(([k, v]) => [k, v.def] as const), ...named]);
   const addr = dir === 'ingress' ? 'saddr' : 'daddr';

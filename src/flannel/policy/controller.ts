@@ -47,7 +47,14 @@ type SlimNamespace = KubeObject & { labels?: Labels };
 type SlimPolicy = KubeObject & { policy?: Policy };
 
 /** An object's identity: all the cache keeps once its change is read. */
-const identity = <T extends KubeObject>(o: T): T => ({ metadata: { name: o.metadata.name, ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}), ...(o.metadata.resourceVersion !== undefined ? { resourceVersion: o.metadata.resourceVersion } : {}) } }) as T;
+const identity = <T extends KubeObject>(o: T): T =>
+  ({
+    metadata: {
+      name: o.metadata.name,
+      ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+      ...(o.metadata.resourceVersion !== undefined ? { resourceVersion: o.metadata.resourceVersion } : {}),
+    },
+  }) as T;
 
 export class PolicyController {
   readonly engine: PolicyEngine;
@@ -78,13 +85,19 @@ export class PolicyController {
   constructor(private readonly o: PolicyControllerOptions) {
     this.engine = new PolicyEngine(o.nodeName, o.families);
     this.problems = new Reporter(o.log);
-    this.metrics = new PolicyMetrics(() => ({ synced: this.synced, ...this.engine.stats() }), () => ({ ...this.cpu }));
+    this.metrics = new PolicyMetrics(
+      () => ({ synced: this.synced, ...this.engine.stats() }),
+      () => ({ ...this.cpu }),
+    );
     const handlers = <T extends KubeObject>(what: string, apply: (c: Change<T>) => void) => ({
       onChange: (c: Change<T>) => this.changed(() => apply(c)),
       onError: (err: Error) => {
         this.metrics.watchError();
         if (!this.synced) this.trouble.set('list', `listing ${what}: ${err.message}`);
-        this.problems.report(`watch ${what}`, `network policy: watching ${what}: ${err.message}${/ 403 /.test(err.message) ? ' (does the service account have the ClusterRole for --network-policy? docs/network-policy.md)' : ''}`);
+        this.problems.report(
+          `watch ${what}`,
+          `network policy: watching ${what}: ${err.message}${/ 403 /.test(err.message) ? ' (does the service account have the ClusterRole for --network-policy? docs/network-policy.md)' : ''}`,
+        );
       },
       onRelist: (why: string) => {
         this.metrics.relisted();
@@ -92,21 +105,36 @@ export class PolicyController {
       },
     });
     const common = { ...(o.backoff ? { backoff: o.backoff } : {}) };
-    const pods = new Informer<SlimPod>(o.client, PODS, handlers<SlimPod>('pods', (c) => this.engine.setPod(c.key, c.type === 'DELETED' ? undefined : c.object.info)), {
-      ...common,
-      keep: (p) => ({ ...identity(p), info: podInfo(p) }),
-      retain: identity,
-    });
-    const namespaces = new Informer<SlimNamespace>(o.client, NAMESPACES, handlers<SlimNamespace>('namespaces', (c) => this.engine.setNamespace(c.key, c.type === 'DELETED' ? undefined : c.object.labels)), {
-      ...common,
-      keep: (n) => ({ ...identity(n), labels: labelsOf(n.metadata) }),
-      retain: identity,
-    });
-    const policies = new Informer<SlimPolicy>(o.client, NETWORK_POLICIES, handlers<SlimPolicy>('network policies', (c) => this.setPolicy(c.key, c.type === 'DELETED' ? undefined : c.object.policy)), {
-      ...common,
-      keep: (p) => ({ ...identity(p), policy: parsePolicy(p) }),
-      retain: identity,
-    });
+    const pods = new Informer<SlimPod>(
+      o.client,
+      PODS,
+      handlers<SlimPod>('pods', (c) => this.engine.setPod(c.key, c.type === 'DELETED' ? undefined : c.object.info)),
+      {
+        ...common,
+        keep: (p) => ({ ...identity(p), info: podInfo(p) }),
+        retain: identity,
+      },
+    );
+    const namespaces = new Informer<SlimNamespace>(
+      o.client,
+      NAMESPACES,
+      handlers<SlimNamespace>('namespaces', (c) => this.engine.setNamespace(c.key, c.type === 'DELETED' ? undefined : c.object.labels)),
+      {
+        ...common,
+        keep: (n) => ({ ...identity(n), labels: labelsOf(n.metadata) }),
+        retain: identity,
+      },
+    );
+    const policies = new Informer<SlimPolicy>(
+      o.client,
+      NETWORK_POLICIES,
+      handlers<SlimPolicy>('network policies', (c) => this.setPolicy(c.key, c.type === 'DELETED' ? undefined : c.object.policy)),
+      {
+        ...common,
+        keep: (p) => ({ ...identity(p), policy: parsePolicy(p) }),
+        retain: identity,
+      },
+    );
     this.informers = [pods, namespaces, policies] as Informer<KubeObject>[];
   }
 
@@ -172,7 +200,10 @@ export class PolicyController {
   }
 
   private reportUnenforceable(key: string, why: string): void {
-    this.problems.report(`policy ${key}`, `network policy ${key} cannot be enforced: ${why}; it isolates the pods it selects and allows nothing until it is fixed`);
+    this.problems.report(
+      `policy ${key}`,
+      `network policy ${key} cannot be enforced: ${why}; it isolates the pods it selects and allows nothing until it is fixed`,
+    );
   }
 
   /**
@@ -232,7 +263,10 @@ export class PolicyController {
         this.needFull = true;
         const why = `cannot write the nftables table inet ${TABLE}: ${(err as Error).message.split('\n')[0]}`;
         this.trouble.set('table', why);
-        this.problems.report('table', `network policy: ${why}; ${kind === 'changes' ? 'writing it whole' : `retrying every ${this.o.resyncMs / 1000} s`}`);
+        this.problems.report(
+          'table',
+          `network policy: ${why}; ${kind === 'changes' ? 'writing it whole' : `retrying every ${this.o.resyncMs / 1000} s`}`,
+        );
         if (kind === 'changes') setImmediate(() => void this.write());
       } finally {
         if (kind === 'full') spent();
@@ -244,7 +278,8 @@ export class PolicyController {
   /** br_netfilter's switches on (and kept on). */
   private async bridge(): Promise<void> {
     try {
-      for (const c of await ensureBridgeNetfilter(this.o.families)) this.o.log(`network policy: set ${c}, so that traffic between two pods of this node meets the table`);
+      for (const c of await ensureBridgeNetfilter(this.o.families))
+        this.o.log(`network policy: set ${c}, so that traffic between two pods of this node meets the table`);
       if (this.trouble.delete('bridge')) this.o.log('network policy: br_netfilter is on again');
     } catch (err) {
       this.trouble.set('bridge', (err as Error).message);

@@ -47,7 +47,12 @@ function peerMatches(rule: Rule, other: Endpoint, view: ClusterView): boolean {
     }
     const pod = other.pod;
     if (!pod) return false;
-    if (peer.namespace !== undefined ? pod.namespace !== peer.namespace : !matches(peer.namespaceSelector!, view.namespaceLabels(pod.namespace) ?? {})) return false;
+    if (
+      peer.namespace !== undefined
+        ? pod.namespace !== peer.namespace
+        : !matches(peer.namespaceSelector!, view.namespaceLabels(pod.namespace) ?? {})
+    )
+      return false;
     return !peer.podSelector || matches(peer.podSelector, pod.labels);
   });
 }
@@ -66,13 +71,24 @@ export function sideVerdict(dir: Direction, self: Endpoint, other: Endpoint, pro
   if (!isolating.length) return OPEN;
   const destination = dir === 'ingress' ? self : other;
   const allowedBy = isolating
-    .filter((p) => p[dir]!.some((rule) => peerMatches(rule, other, view) && (rule.ports === 'all' || rule.ports.some((s) => portMatches(s, protocol, port, destination)))))
+    .filter((p) =>
+      p[dir]!.some(
+        (rule) =>
+          peerMatches(rule, other, view) && (rule.ports === 'all' || rule.ports.some((s) => portMatches(s, protocol, port, destination))),
+      ),
+    )
     .map((p) => `${p.namespace}/${p.name}`);
   return { allowed: allowedBy.length > 0, isolatedBy: isolating.map((p) => `${p.namespace}/${p.name}`), allowedBy };
 }
 
 /** Whether a connection from `from` to `to` on protocol/port is allowed, and by what. */
-export function decide(from: Endpoint, to: Endpoint, protocol: Protocol, port: number, view: ClusterView): { allowed: boolean; egress: Verdict; ingress: Verdict } {
+export function decide(
+  from: Endpoint,
+  to: Endpoint,
+  protocol: Protocol,
+  port: number,
+  view: ClusterView,
+): { allowed: boolean; egress: Verdict; ingress: Verdict } {
   const egress = sideVerdict('egress', from, to, protocol, port, view);
   const ingress = sideVerdict('ingress', to, from, protocol, port, view);
   return { allowed: egress.allowed && ingress.allowed, egress, ingress };

@@ -15,7 +15,13 @@ export { removeTable } from './table';
 const nft = (script: string) => exec(['nft', '-f', '-'], { input: script });
 
 /** Statements in a script: one per line, and each element of a set or map. */
-const statements = (script: string) => script.split('\n').reduce((n, line) => n + (line.startsWith('add element') || line.startsWith('delete element') ? line.split(',').length : line ? 1 : 0), 0);
+const statements = (script: string) =>
+  script
+    .split('\n')
+    .reduce(
+      (n, line) => n + (line.startsWith('add element') || line.startsWith('delete element') ? line.split(',').length : line ? 1 : 0),
+      0,
+    );
 
 /** The table as it is now (counters kept), replaced by `desired` in one transaction; returns the statements written. */
 export async function replaceTable(desired: Desired): Promise<number> {
@@ -67,7 +73,9 @@ export async function ensureBridgeNetfilter(families: readonly Family[]): Promis
     // a node agent with the right to load modules (the module is built in on many kernels)
     await exec(['modprobe', 'br_netfilter'], { allow: [1] }).catch(() => undefined);
     if (readSysctl(BRIDGE_KEYS[4]) === undefined) {
-      throw new Error('br_netfilter is not loaded (no net.bridge.bridge-nf-call-iptables), so traffic between two pods of this node is not filtered: load it (modprobe br_netfilter, or br_netfilter in /etc/modules-load.d)');
+      throw new Error(
+        'br_netfilter is not loaded (no net.bridge.bridge-nf-call-iptables), so traffic between two pods of this node is not filtered: load it (modprobe br_netfilter, or br_netfilter in /etc/modules-load.d)',
+      );
     }
   }
   const changed: string[] = [];
@@ -77,7 +85,9 @@ export async function ensureBridgeNetfilter(families: readonly Family[]): Promis
     try {
       writeSysctl(key, '1');
     } catch (err) {
-      throw new Error(`cannot set ${key.replace(/\//g, '.')}=1 (${(err as Error).message}), so traffic between two pods of this node is not filtered: set it on the node (sysctl -w ${key.replace(/\//g, '.')}=1)`);
+      throw new Error(
+        `cannot set ${key.replace(/\//g, '.')}=1 (${(err as Error).message}), so traffic between two pods of this node is not filtered: set it on the node (sysctl -w ${key.replace(/\//g, '.')}=1)`,
+      );
     }
     changed.push(`${key.replace(/\//g, '.')}=1`);
   }

@@ -57,7 +57,14 @@ export interface Changes {
 }
 
 export const noChanges = (c: Changes) =>
-  !c.createSets.length && !c.deleteSets.length && !c.addElements.length && !c.deleteElements.length && !c.writeChains.length && !c.deleteChains.length && !c.deleteVmap.length && !c.addVmap.length;
+  !c.createSets.length &&
+  !c.deleteSets.length &&
+  !c.addElements.length &&
+  !c.deleteElements.length &&
+  !c.writeChains.length &&
+  !c.deleteChains.length &&
+  !c.deleteVmap.length &&
+  !c.addVmap.length;
 
 interface Group {
   def: GroupDef;
@@ -223,12 +230,26 @@ export class PolicyEngine {
     return g ? [...g.elements.get(Number(name.slice(-1)) as Family)!.keys()] : [];
   }
 
-  stats(): { pods: number; localPods: number; isolated: Record<Direction, number>; policies: number; unenforceable: number; groups: number } {
+  stats(): {
+    pods: number;
+    localPods: number;
+    isolated: Record<Direction, number>;
+    policies: number;
+    unenforceable: number;
+    groups: number;
+  } {
     let unenforceable = 0;
     for (const p of this.policies.values()) if (p.problem) unenforceable++;
     const isolated = { ingress: 0, egress: 0 };
     for (const l of this.local.values()) for (const d of DIRECTIONS) if (l.chains[d]) isolated[d]++;
-    return { pods: this.pods.size, localPods: [...this.pods.values()].filter((p) => p.node === this.nodeName).length, isolated, policies: this.policies.size, unenforceable, groups: this.groups.size };
+    return {
+      pods: this.pods.size,
+      localPods: [...this.pods.values()].filter((p) => p.node === this.nodeName).length,
+      isolated,
+      policies: this.policies.size,
+      unenforceable,
+      groups: this.groups.size,
+    };
   }
 
   // ---- planning ----
@@ -361,7 +382,9 @@ export class PolicyEngine {
     for (const g of [...this.groups.values()]) if (g.refs <= 0) this.dropGroup(g);
     const sets = [...this.groups.values()].flatMap((g) => this.setsOf(g));
     const chains: NftChain[] = [];
-    const vmaps = new Map<VmapName, [string, string][]>(this.families.flatMap((f) => DIRECTIONS.map((d) => [vmapName(d, f), []] as [VmapName, [string, string][]])));
+    const vmaps = new Map<VmapName, [string, string][]>(
+      this.families.flatMap((f) => DIRECTIONS.map((d) => [vmapName(d, f), []] as [VmapName, [string, string][]])),
+    );
     for (const [key, l] of this.local) {
       for (const dir of DIRECTIONS) {
         const plan = l.chains[dir];
@@ -391,7 +414,16 @@ export class PolicyEngine {
 
   /** What changed since the last batch or snapshot. */
   takeChanges(): Changes {
-    const c: Changes = { createSets: [], deleteSets: [], addElements: [], deleteElements: [], writeChains: [], deleteChains: [], deleteVmap: [], addVmap: [] };
+    const c: Changes = {
+      createSets: [],
+      deleteSets: [],
+      addElements: [],
+      deleteElements: [],
+      writeChains: [],
+      deleteChains: [],
+      deleteVmap: [],
+      addVmap: [],
+    };
     // groups nothing uses any more go; new ones come with their elements
     const live = new Set<string>();
     for (const g of [...this.groups.values()]) {

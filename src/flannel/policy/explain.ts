@@ -34,15 +34,27 @@ export interface PodReport {
 const SHOWN = 8;
 
 function pods(peer: Extract<Peer, { kind: 'pods' }>, all: readonly PodInfo[], view: ClusterView): string {
-  const who = peer.namespace !== undefined ? `pods of namespace ${peer.namespace}` : `pods of namespaces ${peer.namespaceSelector!.requirements.length ? `matching ${selectorText(peer.namespaceSelector!)}` : '(all)'}`;
+  const who =
+    peer.namespace !== undefined
+      ? `pods of namespace ${peer.namespace}`
+      : `pods of namespaces ${peer.namespaceSelector!.requirements.length ? `matching ${selectorText(peer.namespaceSelector!)}` : '(all)'}`;
   const what = peer.podSelector && peer.podSelector.requirements.length ? ` matching ${selectorText(peer.podSelector)}` : '';
-  const found = all.filter((p) => (peer.namespace !== undefined ? p.namespace === peer.namespace : matches(peer.namespaceSelector!, view.namespaceLabels(p.namespace) ?? {})) && (!peer.podSelector || matches(peer.podSelector, p.labels)));
+  const found = all.filter(
+    (p) =>
+      (peer.namespace !== undefined
+        ? p.namespace === peer.namespace
+        : matches(peer.namespaceSelector!, view.namespaceLabels(p.namespace) ?? {})) &&
+      (!peer.podSelector || matches(peer.podSelector, p.labels)),
+  );
   const names = found.slice(0, SHOWN).map(podKey).join(', ');
   return `${who}${what}: ${found.length ? `${names}${found.length > SHOWN ? `, and ${found.length - SHOWN} more` : ''}` : 'none now'}`;
 }
 
 function port(spec: PortSpec, dir: Direction, pod: PodInfo): string {
-  if ('range' in spec) return spec.range[0] === 0 && spec.range[1] === 65535 ? `${spec.protocol} (any port)` : `${spec.protocol}/${spec.range[0] === spec.range[1] ? spec.range[0] : `${spec.range[0]}-${spec.range[1]}`}`;
+  if ('range' in spec)
+    return spec.range[0] === 0 && spec.range[1] === 65535
+      ? `${spec.protocol} (any port)`
+      : `${spec.protocol}/${spec.range[0] === spec.range[1] ? spec.range[0] : `${spec.range[0]}-${spec.range[1]}`}`;
   if (dir === 'egress') return `${spec.protocol}/${spec.name} (each destination's port of that name)`;
   const p = pod.ports.find((x) => x.name === spec.name && x.protocol === spec.protocol);
   return `${spec.protocol}/${spec.name} = ${p ? p.port : 'no such port on this pod: matches nothing'}`;
@@ -53,7 +65,10 @@ function rule(r: Rule, dir: Direction, pod: PodInfo, all: readonly PodInfo[], vi
   const peers =
     r.peers === 'all'
       ? [`${word} anywhere`]
-      : r.peers.map((p) => `${word} ${p.kind === 'block' ? `addresses in ${p.cidr}${p.except.length ? ` except ${p.except.join(', ')}` : ''}` : pods(p, all, view)}`);
+      : r.peers.map(
+          (p) =>
+            `${word} ${p.kind === 'block' ? `addresses in ${p.cidr}${p.except.length ? ` except ${p.except.join(', ')}` : ''}` : pods(p, all, view)}`,
+        );
   return { peers, ports: r.ports === 'all' ? ['any port, any protocol'] : r.ports.map((s) => port(s, dir, pod)) };
 }
 
@@ -63,7 +78,14 @@ export function explainPod(pod: PodInfo, all: readonly PodInfo[], view: ClusterV
   for (const dir of DIRECTIONS) {
     const isolating = view.policiesIn(pod.namespace).filter((p: Policy) => p[dir] !== undefined && selects(p, pod));
     out[dir] = isolating.length
-      ? { isolated: true, policies: isolating.map((p) => ({ name: `${p.namespace}/${p.name}`, ...(p.problem ? { problem: p.problem } : {}), rules: p[dir]!.map((r) => rule(r, dir, pod, all, view)) })) }
+      ? {
+          isolated: true,
+          policies: isolating.map((p) => ({
+            name: `${p.namespace}/${p.name}`,
+            ...(p.problem ? { problem: p.problem } : {}),
+            rules: p[dir]!.map((r) => rule(r, dir, pod, all, view)),
+          })),
+        }
       : { isolated: false };
   }
   return { pod, ingress: out.ingress!, egress: out.egress! };

@@ -40,13 +40,15 @@ export function groupKey(def: GroupDef): string {
 }
 
 /** The nftables set of a group for a family: p-<hash>-4 (addresses) or n-<hash>-4 (address . protocol . port). */
-export const groupSetName = (def: GroupDef, key: string, family: Family) => `${def.port ? 'n' : 'p'}-${sha256Hex(key).slice(0, 16)}-${family}`;
+export const groupSetName = (def: GroupDef, key: string, family: Family) =>
+  `${def.port ? 'n' : 'p'}-${sha256Hex(key).slice(0, 16)}-${family}`;
 
 /** Whether `pod` (its namespace labelled `nsLabels`) is one of the group's pods. */
 export function inGroup(def: GroupDef, pod: PodInfo, nsLabels: Labels): boolean {
   const m = def.match;
   if (m.kind !== 'selector') return true;
-  if (m.namespace !== undefined ? pod.namespace !== m.namespace : !!m.namespaceSelector && !matches(m.namespaceSelector, nsLabels)) return false;
+  if (m.namespace !== undefined ? pod.namespace !== m.namespace : !!m.namespaceSelector && !matches(m.namespaceSelector, nsLabels))
+    return false;
   return !m.podSelector || matches(m.podSelector, pod.labels);
 }
 

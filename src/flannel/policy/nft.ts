@@ -35,7 +35,11 @@ const ADDR_TYPE = { 4: 'ipv4_addr', 6: 'ipv6_addr' } as const;
 const IPF = { 4: 'ip', 6: 'ip6' } as const;
 
 /** A comment nft takes as it is (no quotes, at most 128 bytes). */
-const comment = (s: string) => `comment "${s.replace(/["\\\n\r]/g, "'").replace(/[^\x20-\x7e]/g, '?').slice(0, 120)}"`;
+const comment = (s: string) =>
+  `comment "${s
+    .replace(/["\\\n\r]/g, "'")
+    .replace(/[^\x20-\x7e]/g, '?')
+    .slice(0, 120)}"`;
 
 const setType = (s: Pick<NftSet, 'family' | 'ports'>) => `type ${ADDR_TYPE[s.family]}${s.ports ? ' . inet_proto . inet_service' : ''};`;
 
@@ -67,8 +71,13 @@ const vmapElement = ([ip, chain]: [string, string]) => `${ip} : jump ${chain}`;
  * whole or not at all). `counters` carry the drop counts over.
  */
 export function fullScript(d: Desired, counters: Counters = ZERO_COUNTERS): string {
-  const lines = [`add table ${T}`, `delete table ${T}`, `add table ${T} { ${comment('vxlan-flannel --network-policy: Kubernetes NetworkPolicy for this node\'s pods')}; }`];
-  for (const dir of DIRECTIONS) lines.push(`add counter ${T} ${dir}-dropped { packets ${counters[dir].packets} bytes ${counters[dir].bytes} ; }`);
+  const lines = [
+    `add table ${T}`,
+    `delete table ${T}`,
+    `add table ${T} { ${comment("vxlan-flannel --network-policy: Kubernetes NetworkPolicy for this node's pods")}; }`,
+  ];
+  for (const dir of DIRECTIONS)
+    lines.push(`add counter ${T} ${dir}-dropped { packets ${counters[dir].packets} bytes ${counters[dir].bytes} ; }`);
   for (const s of d.sets) {
     lines.push(`add set ${T} ${s.name} { ${setType(s)} ${comment(s.comment)}; }`);
     for (const c of chunks(s.elements)) lines.push(`add element ${T} ${s.name} { ${c.join(', ')} }`);
@@ -109,10 +118,13 @@ export function changesScript(c: Changes): string {
     lines.push(`add set ${T} ${s.name} { ${setType(s)} ${comment(s.comment)}; }`);
     for (const chunk of chunks(s.elements)) lines.push(`add element ${T} ${s.name} { ${chunk.join(', ')} }`);
   }
-  for (const [set, elements] of c.deleteElements) for (const chunk of chunks(elements)) lines.push(`delete element ${T} ${set} { ${chunk.join(', ')} }`);
-  for (const [set, elements] of c.addElements) for (const chunk of chunks(elements)) lines.push(`add element ${T} ${set} { ${chunk.join(', ')} }`);
+  for (const [set, elements] of c.deleteElements)
+    for (const chunk of chunks(elements)) lines.push(`delete element ${T} ${set} { ${chunk.join(', ')} }`);
+  for (const [set, elements] of c.addElements)
+    for (const chunk of chunks(elements)) lines.push(`add element ${T} ${set} { ${chunk.join(', ')} }`);
   for (const w of c.writeChains) lines.push(...(w.created ? chainLines(w, true) : w.rules.map((r) => `add rule ${T} ${w.name} ${r}`)));
-  for (const [map, entries] of c.addVmap) for (const chunk of chunks(entries)) lines.push(`add element ${T} ${map} { ${chunk.map(vmapElement).join(', ')} }`);
+  for (const [map, entries] of c.addVmap)
+    for (const chunk of chunks(entries)) lines.push(`add element ${T} ${map} { ${chunk.map(vmapElement).join(', ')} }`);
   return lines.length ? lines.join('\n') + '\n' : '';
 }
 
@@ -122,7 +134,8 @@ export function readCounters(json: string): Counters {
   const objects = (JSON.parse(json) as { nftables?: { counter?: { name?: string; packets?: number; bytes?: number } }[] }).nftables ?? [];
   for (const o of objects) {
     const dir = o.counter?.name?.replace(/-dropped$/, '') as Direction | undefined;
-    if (dir && (DIRECTIONS as readonly string[]).includes(dir)) out[dir] = { packets: o.counter!.packets ?? 0, bytes: o.counter!.bytes ?? 0 };
+    if (dir && (DIRECTIONS as readonly string[]).includes(dir))
+      out[dir] = { packets: o.counter!.packets ?? 0, bytes: o.counter!.bytes ?? 0 };
   }
   return out;
 }

@@ -42,13 +42,17 @@ function selector(v: unknown, where: string): Selector {
 const PROTOCOL: Record<string, Protocol> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
 
 /** A port name as the API accepts it (IANA_SVC_NAME): 1-15 of [a-z0-9-], a letter among them, no "--", no "-" at the ends. */
-export const isPortName = (s: string) => s.length <= 15 && /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(s) && /[a-z]/.test(s) && !s.includes('--');
+export const isPortName = (s: string) =>
+  s.length <= 15 && /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(s) && /[a-z]/.test(s) && !s.includes('--');
 
 function port(v: unknown, where: string): PortSpec {
   if (!isMap(v)) return fail(`${where} is not a port`);
   knownFields(v, ['protocol', 'port', 'endPort'], where);
   const name = v.protocol ?? 'TCP';
-  const protocol = typeof name === 'string' && Object.hasOwn(PROTOCOL, name) ? PROTOCOL[name] : fail(`${where}.protocol ${JSON.stringify(name)} is not TCP, UDP or SCTP`);
+  const protocol =
+    typeof name === 'string' && Object.hasOwn(PROTOCOL, name)
+      ? PROTOCOL[name]
+      : fail(`${where}.protocol ${JSON.stringify(name)} is not TCP, UDP or SCTP`);
   const isPort = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 65535;
   const { port: p, endPort: end } = v;
   if (p == null) return end == null ? { protocol, range: ALL_PORTS } : fail(`${where}.endPort needs a port`);
@@ -70,7 +74,8 @@ function ipBlock(v: unknown, where: string): Peer {
   const except = list(v.except, `${where}.except`).map((e, i) => {
     const p = typeof e === 'string' ? Prefix.parse(e) : undefined;
     if (!p) return fail(`${where}.except[${i}] ${JSON.stringify(e)} is not a CIDR`);
-    if (p.family !== cidr.family || p.length < cidr.length || !cidr.contains(p.network)) return fail(`${where}.except[${i}] ${e} is not inside ${v.cidr}`);
+    if (p.family !== cidr.family || p.length < cidr.length || !cidr.contains(p.network))
+      return fail(`${where}.except[${i}] ${e} is not inside ${v.cidr}`);
     return p;
   });
   const ranges = subtract([prefixRange(cidr)], normalize(except.map(prefixRange)));
@@ -81,11 +86,18 @@ function peer(v: unknown, where: string, namespace: string): Peer {
   if (!isMap(v)) return fail(`${where} is not a peer`);
   knownFields(v, ['podSelector', 'namespaceSelector', 'ipBlock'], where);
   const { podSelector: ps, namespaceSelector: ns, ipBlock: block } = v;
-  if (block != null) return ps == null && ns == null ? ipBlock(block, `${where}.ipBlock`) : fail(`${where}: ipBlock cannot go with a podSelector or namespaceSelector`);
+  if (block != null)
+    return ps == null && ns == null
+      ? ipBlock(block, `${where}.ipBlock`)
+      : fail(`${where}: ipBlock cannot go with a podSelector or namespaceSelector`);
   if (ps == null && ns == null) return fail(`${where} has no podSelector, namespaceSelector or ipBlock`);
   const podSelector = ps == null ? undefined : selector(ps, `${where}.podSelector`);
   if (ns == null) return { kind: 'pods', namespace, podSelector: podSelector ?? EVERYTHING };
-  return { kind: 'pods', ...(podSelector && podSelector !== EVERYTHING ? { podSelector } : {}), namespaceSelector: selector(ns, `${where}.namespaceSelector`) };
+  return {
+    kind: 'pods',
+    ...(podSelector && podSelector !== EVERYTHING ? { podSelector } : {}),
+    namespaceSelector: selector(ns, `${where}.namespaceSelector`),
+  };
 }
 
 function rule(v: unknown, where: string, peersField: 'from' | 'to', namespace: string): Rule {
@@ -112,19 +124,33 @@ export function parsePolicy(obj: unknown): Policy {
   try {
     if (!isMap(spec)) return fail('spec is not a NetworkPolicySpec');
     const types = list(spec.policyTypes, 'spec.policyTypes');
-    if (types.some((t) => t !== 'Ingress' && t !== 'Egress')) fail(`spec.policyTypes ${JSON.stringify(types)}: each must be Ingress or Egress`);
+    if (types.some((t) => t !== 'Ingress' && t !== 'Egress'))
+      fail(`spec.policyTypes ${JSON.stringify(types)}: each must be Ingress or Egress`);
     ingress = types.length ? types.includes('Ingress') : true;
     egress = types.length ? types.includes('Egress') : list(spec.egress, 'spec.egress').length > 0;
   } catch (err) {
     if (!(err instanceof Unenforceable)) throw err;
-    return { ...base, ...(isMap(spec) && isMap(spec.podSelector) ? tryPodSelector(spec.podSelector) : {}), ingress: [], egress: [], problem: err.message };
+    return {
+      ...base,
+      ...(isMap(spec) && isMap(spec.podSelector) ? tryPodSelector(spec.podSelector) : {}),
+      ingress: [],
+      egress: [],
+      problem: err.message,
+    };
   }
-  const failed = (problem: string, podSelector?: Selector): Policy => ({ ...base, ...(podSelector ? { podSelector } : {}), ...(ingress ? { ingress: [] } : {}), ...(egress ? { egress: [] } : {}), problem });
+  const failed = (problem: string, podSelector?: Selector): Policy => ({
+    ...base,
+    ...(podSelector ? { podSelector } : {}),
+    ...(ingress ? { ingress: [] } : {}),
+    ...(egress ? { egress: [] } : {}),
+    problem,
+  });
   let podSelector: Selector | undefined;
   try {
     podSelector = spec.podSelector == null ? EVERYTHING : selector(spec.podSelector, 'spec.podSelector');
     knownFields(spec, ['podSelector', 'policyTypes', 'ingress', 'egress'], 'spec');
-    const rules = (field: 'ingress' | 'egress', peers: 'from' | 'to') => list(spec[field], `spec.${field}`).map((r, i) => rule(r, `spec.${field}[${i}]`, peers, base.namespace));
+    const rules = (field: 'ingress' | 'egress', peers: 'from' | 'to') =>
+      list(spec[field], `spec.${field}`).map((r, i) => rule(r, `spec.${field}[${i}]`, peers, base.namespace));
     const inRules = rules('ingress', 'from');
     const outRules = rules('egress', 'to');
     return { ...base, podSelector, ...(ingress ? { ingress: inRules } : {}), ...(egress ? { egress: outRules } : {}) };

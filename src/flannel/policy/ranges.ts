@@ -16,7 +16,7 @@ export function normalize<T extends bigint | number>(ranges: Iterable<Range<T>>)
   for (const [lo, hi] of sorted) {
     const last = out[out.length - 1];
     // touching: the next range starts right after the last one ends
-    if (last && lo <= (typeof hi === 'bigint' ? ((last[1] as bigint) + 1n) as T : ((last[1] as number) + 1) as T)) {
+    if (last && lo <= (typeof hi === 'bigint' ? (((last[1] as bigint) + 1n) as T) : (((last[1] as number) + 1) as T))) {
       if (hi > last[1]) last[1] = hi;
     } else out.push([lo, hi]);
   }

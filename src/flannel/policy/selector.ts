@@ -26,8 +26,17 @@ export const EVERYTHING: Selector = { requirements: [], text: '{}' };
 export function selectorText(sel: Selector): string {
   if (!sel.requirements.length) return '(everything)';
   const one = (r: Requirement) =>
-    r.op === 'Exists' ? r.key : r.op === 'DoesNotExist' ? `!${r.key}` : r.op === 'In' && r.values.length === 1 ? `${r.key}=${r.values[0]}` : `${r.key} ${r.op === 'In' ? 'in' : 'notin'} (${r.values.join(',')})`;
-  return [...sel.requirements].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map(one).join(',');
+    r.op === 'Exists'
+      ? r.key
+      : r.op === 'DoesNotExist'
+        ? `!${r.key}`
+        : r.op === 'In' && r.values.length === 1
+          ? `${r.key}=${r.values[0]}`
+          : `${r.key} ${r.op === 'In' ? 'in' : 'notin'} (${r.values.join(',')})`;
+  return [...sel.requirements]
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+    .map(one)
+    .join(',');
 }
 
 const OPERATORS = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
@@ -36,7 +45,8 @@ const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object
 /** Why `value` at `where` is not a label selector we can enforce exactly; undefined when it is one. */
 function problemOf(value: unknown, where: string): string | undefined {
   if (!isMap(value)) return `${where} is not a label selector`;
-  for (const k of Object.keys(value)) if (k !== 'matchLabels' && k !== 'matchExpressions' && value[k] !== null) return `${where}.${k} is not a field this daemon knows`;
+  for (const k of Object.keys(value))
+    if (k !== 'matchLabels' && k !== 'matchExpressions' && value[k] !== null) return `${where}.${k} is not a field this daemon knows`;
   const ml = value.matchLabels;
   if (ml != null) {
     if (!isMap(ml)) return `${where}.matchLabels is not a map`;
@@ -48,9 +58,11 @@ function problemOf(value: unknown, where: string): string | undefined {
     for (const [i, e] of me.entries()) {
       const at = `${where}.matchExpressions[${i}]`;
       if (!isMap(e)) return `${at} is not an expression`;
-      for (const k of Object.keys(e)) if (k !== 'key' && k !== 'operator' && k !== 'values' && e[k] !== null) return `${at}.${k} is not a field this daemon knows`;
+      for (const k of Object.keys(e))
+        if (k !== 'key' && k !== 'operator' && k !== 'values' && e[k] !== null) return `${at}.${k} is not a field this daemon knows`;
       if (typeof e.key !== 'string' || !e.key) return `${at}.key is missing`;
-      if (typeof e.operator !== 'string' || !OPERATORS.has(e.operator)) return `${at}.operator ${JSON.stringify(e.operator)} is not In, NotIn, Exists or DoesNotExist`;
+      if (typeof e.operator !== 'string' || !OPERATORS.has(e.operator))
+        return `${at}.operator ${JSON.stringify(e.operator)} is not In, NotIn, Exists or DoesNotExist`;
       const values = e.values ?? [];
       if (!Array.isArray(values) || values.some((v) => typeof v !== 'string')) return `${at}.values is not a list of strings`;
       const needs = e.operator === 'In' || e.operator === 'NotIn';
@@ -65,7 +77,10 @@ function problemOf(value: unknown, where: string): string | undefined {
 export function parseSelector(value: unknown, where: string): Selector {
   const problem = problemOf(value, where);
   if (problem) throw new Error(problem);
-  const v = value as { matchLabels?: Record<string, string> | null; matchExpressions?: { key: string; operator: Requirement['op']; values?: string[] | null }[] | null };
+  const v = value as {
+    matchLabels?: Record<string, string> | null;
+    matchExpressions?: { key: string; operator: Requirement['op']; values?: string[] | null }[] | null;
+  };
   const reqs: Requirement[] = [];
   for (const [key, val] of Object.entries(v.matchLabels ?? {})) reqs.push({ key, op: 'In', values: [val] });
   for (const e of v.matchExpressions ?? []) reqs.push({ key: e.key, op: e.operator, values: [...new Set(e.values ?? [])].sort() });
@@ -82,7 +97,9 @@ function requirementText(r: Requirement): string {
     case 'DoesNotExist':
       return `!${key}`;
     default:
-      return r.op === 'In' && r.values.length === 1 ? `${key}=${JSON.stringify(r.values[0])}` : `${key} ${r.op === 'In' ? 'in' : 'notin'} (${r.values.map((x) => JSON.stringify(x)).join(', ')})`;
+      return r.op === 'In' && r.values.length === 1
+        ? `${key}=${JSON.stringify(r.values[0])}`
+        : `${key} ${r.op === 'In' ? 'in' : 'notin'} (${r.values.map((x) => JSON.stringify(x)).join(', ')})`;
   }
 }
 

@@ -8,17 +8,39 @@ import { KubeApiServer, startKubeApiServer } from '../../../support/kube-apiserv
 describe('vxlan-flannel policy', () => {
   let s: KubeApiServer;
   const pod = (ns: string, name: string, ip: string, labels: Record<string, string>, extra: object = {}) =>
-    s.create('pods', { metadata: { namespace: ns, name, labels }, spec: { nodeName: 'n1', containers: [{ name: 'c', ports: [{ name: 'sql', containerPort: 5432 }] }], ...extra }, status: { phase: 'Running', podIPs: [{ ip }] } });
+    s.create('pods', {
+      metadata: { namespace: ns, name, labels },
+      spec: { nodeName: 'n1', containers: [{ name: 'c', ports: [{ name: 'sql', containerPort: 5432 }] }], ...extra },
+      status: { phase: 'Running', podIPs: [{ ip }] },
+    });
 
   beforeAll(async () => {
     s = await startKubeApiServer();
-    for (const ns of ['db', 'web']) await s.create('namespaces', { metadata: { name: ns, labels: { team: ns === 'web' ? 'blue' : 'red' } } });
+    for (const ns of ['db', 'web'])
+      await s.create('namespaces', { metadata: { name: ns, labels: { team: ns === 'web' ? 'blue' : 'red' } } });
     await pod('db', 'pg', '10.0.0.1', { app: 'pg' });
     await pod('web', 'front', '10.0.0.2', { app: 'front' });
     await pod('web', 'batch', '10.0.0.3', { app: 'batch' });
     await pod('web', 'hostnet', '192.168.0.9', { app: 'front' }, { hostNetwork: true });
-    await s.create('networkpolicies', { metadata: { namespace: 'db', name: 'pg-from-front' }, spec: { podSelector: { matchLabels: { app: 'pg' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'blue' } }, podSelector: { matchLabels: { app: 'front' } } }, { ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } }], ports: [{ port: 'sql' }] }] } });
-    await s.create('networkpolicies', { metadata: { namespace: 'db', name: 'broken' }, spec: { podSelector: { matchLabels: { app: 'other' } }, ingress: [{ ports: [{ protocol: 'ICMP' }] }] } });
+    await s.create('networkpolicies', {
+      metadata: { namespace: 'db', name: 'pg-from-front' },
+      spec: {
+        podSelector: { matchLabels: { app: 'pg' } },
+        ingress: [
+          {
+            from: [
+              { namespaceSelector: { matchLabels: { team: 'blue' } }, podSelector: { matchLabels: { app: 'front' } } },
+              { ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } },
+            ],
+            ports: [{ port: 'sql' }],
+          },
+        ],
+      },
+    });
+    await s.create('networkpolicies', {
+      metadata: { namespace: 'db', name: 'broken' },
+      spec: { podSelector: { matchLabels: { app: 'other' } }, ingress: [{ ports: [{ protocol: 'ICMP' }] }] },
+    });
   });
   afterAll(() => s.stop());
 
@@ -41,19 +63,31 @@ describe('vxlan-flannel policy', () => {
 
   it('--from --port: the verdict and who gives it', async () => {
     const allowed = formatPolicyAnswer(await policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: 'web/front', port: 'tcp/5432' }));
-    expect(allowed).toContain('web/front -> db/pg tcp/5432: ALLOWED\n  egress of web/front: open\n  ingress of db/pg: allowed by db/pg-from-front\n');
+    expect(allowed).toContain(
+      'web/front -> db/pg tcp/5432: ALLOWED\n  egress of web/front: open\n  ingress of db/pg: allowed by db/pg-from-front\n',
+    );
     const dropped = formatPolicyAnswer(await policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: 'web/batch', port: '5432' }));
-    expect(dropped).toContain('web/batch -> db/pg tcp/5432: DROPPED\n  egress of web/batch: open\n  ingress of db/pg: dropped (isolated by db/pg-from-front; no rule allows it)\n');
+    expect(dropped).toContain(
+      'web/batch -> db/pg tcp/5432: DROPPED\n  egress of web/batch: open\n  ingress of db/pg: dropped (isolated by db/pg-from-front; no rule allows it)\n',
+    );
     // an address: only the ipBlock speaks for it; a host-network pod is its node's address
     expect((await policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: '192.168.0.9', port: 'tcp/5432' })).connection?.allowed).toBe(true);
-    expect((await policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: '192.168.1.9', port: 'tcp/5432' })).connection?.allowed).toBe(false);
+    expect((await policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: '192.168.1.9', port: 'tcp/5432' })).connection?.allowed).toBe(
+      false,
+    );
   });
 
   it('a policy that cannot be enforced says so; a pod that policy does not apply to, or a bad --port, is refused with why', async () => {
     await pod('db', 'other', '10.0.0.4', { app: 'other' });
-    expect(formatPolicyAnswer(await policyAnswer({ apiUrl: s.url }, { pod: 'db/other' }))).toContain('  db/broken CANNOT BE ENFORCED (spec.ingress[0].ports[0].protocol "ICMP" is not TCP, UDP or SCTP): allows nothing\n');
-    await expect(policyAnswer({ apiUrl: s.url }, { pod: 'web/hostnet' })).rejects.toThrow('no pod web/hostnet that policy applies to (none by that name, or it is on the host\'s network, or it has finished)');
-    await expect(policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: 'web/front', port: 'icmp/1' })).rejects.toThrow('--port "icmp/1": give protocol/port');
+    expect(formatPolicyAnswer(await policyAnswer({ apiUrl: s.url }, { pod: 'db/other' }))).toContain(
+      '  db/broken CANNOT BE ENFORCED (spec.ingress[0].ports[0].protocol "ICMP" is not TCP, UDP or SCTP): allows nothing\n',
+    );
+    await expect(policyAnswer({ apiUrl: s.url }, { pod: 'web/hostnet' })).rejects.toThrow(
+      "no pod web/hostnet that policy applies to (none by that name, or it is on the host's network, or it has finished)",
+    );
+    await expect(policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: 'web/front', port: 'icmp/1' })).rejects.toThrow(
+      '--port "icmp/1": give protocol/port',
+    );
     await expect(policyAnswer({ apiUrl: s.url }, { pod: 'db/pg', from: 'web/front' })).rejects.toThrow('--from needs --port');
   });
 });

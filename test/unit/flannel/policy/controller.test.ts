@@ -26,7 +26,11 @@ describe('PolicyController', () => {
   let c: PolicyController | undefined;
 
   const pod = (ns: string, name: string, node: string, ip: string, labels: Record<string, string>) =>
-    server.create('pods', { metadata: { namespace: ns, name, labels }, spec: { nodeName: node }, status: { phase: 'Running', podIPs: [{ ip }] } });
+    server.create('pods', {
+      metadata: { namespace: ns, name, labels },
+      spec: { nodeName: node },
+      status: { phase: 'Running', podIPs: [{ ip }] },
+    });
   const tcp80 = (saddr: string, daddr: string) => kernel.evaluate({ family: 4, saddr, daddr, protocol: 'tcp', dport: 80 }).verdict;
 
   beforeEach(async () => {
@@ -55,9 +59,16 @@ describe('PolicyController', () => {
       }
       if (cmd === 'nft -j list counters table inet flannel-netpol') {
         if (!kernel.table) return { stdout: '', stderr: 'Error: No such file or directory\n', code: 1 };
-        return { stdout: JSON.stringify({ nftables: [{ counter: { name: 'ingress-dropped', packets: 7, bytes: 420 } }] }), stderr: '', code: 0 };
+        return {
+          stdout: JSON.stringify({ nftables: [{ counter: { name: 'ingress-dropped', packets: 7, bytes: 420 } }] }),
+          stderr: '',
+          code: 0,
+        };
       }
-      if (cmd === 'nft list chain inet flannel-netpol forward') return kernel.table ? { stdout: 'chain forward { type filter hook forward priority filter; }', stderr: '', code: 0 } : { stdout: '', stderr: 'Error: No such file or directory', code: 1 };
+      if (cmd === 'nft list chain inet flannel-netpol forward')
+        return kernel.table
+          ? { stdout: 'chain forward { type filter hook forward priority filter; }', stderr: '', code: 0 }
+          : { stdout: '', stderr: 'Error: No such file or directory', code: 1 };
       throw new Error(`unexpected command ${cmd}`);
     });
     for (const ns of ['x', 'y']) await server.create('namespaces', { metadata: { name: ns } });
@@ -75,7 +86,14 @@ describe('PolicyController', () => {
   });
 
   const start = () => {
-    c = new PolicyController({ client, nodeName: 'n1', families: [4], log: (m) => logs.push(m), resyncMs: 50, backoff: { initialMs: 10, maxMs: 20 } });
+    c = new PolicyController({
+      client,
+      nodeName: 'n1',
+      families: [4],
+      log: (m) => logs.push(m),
+      resyncMs: 50,
+      backoff: { initialMs: 10, maxMs: 20 },
+    });
     c.start();
     return c;
   };
@@ -83,10 +101,19 @@ describe('PolicyController', () => {
   it('writes nothing until Pods, Namespaces and NetworkPolicies are listed, then the whole table in one transaction; /readyz meanwhile says why', async () => {
     await server.create('networkpolicies', { metadata: { namespace: 'x', name: 'deny' }, spec: { podSelector: {} } });
     // the table an earlier run left: in force until the new one replaces it
-    kernel.apply('add table inet flannel-netpol\nadd chain inet flannel-netpol forward { type filter hook forward priority filter; policy accept; }\n');
+    kernel.apply(
+      'add table inet flannel-netpol\nadd chain inet flannel-netpol forward { type filter hook forward priority filter; policy accept; }\n',
+    );
     await server.setUsers([{ name: 'fl', token: 't', role: 'flannel' }]);
     const denied = new KubeClient({ server: server.url, token: () => 't', description: 'test' });
-    c = new PolicyController({ client: denied, nodeName: 'n1', families: [4], log: (m) => logs.push(m), resyncMs: 50, backoff: { initialMs: 10, maxMs: 20 } });
+    c = new PolicyController({
+      client: denied,
+      nodeName: 'n1',
+      families: [4],
+      log: (m) => logs.push(m),
+      resyncMs: 50,
+      backoff: { initialMs: 10, maxMs: 20 },
+    });
     c.start();
     await waitFor('a 403', () => /not listed yet \(listing .*403/.test(c!.ready() ?? ''));
     expect(scripts).toEqual([]);
@@ -97,7 +124,9 @@ describe('PolicyController', () => {
     expect(scripts[0]).toMatch(/^add table inet flannel-netpol\ndelete table inet flannel-netpol\n/);
     expect(tcp80('10.0.2.2', '10.0.1.2')).toBe('drop');
     expect(sysctl.get('net/bridge/bridge-nf-call-iptables')).toBe('1');
-    expect(logs).toContain('network policy: set net.bridge.bridge-nf-call-iptables=1, so that traffic between two pods of this node meets the table');
+    expect(logs).toContain(
+      'network policy: set net.bridge.bridge-nf-call-iptables=1, so that traffic between two pods of this node meets the table',
+    );
     await c.stop();
     c = undefined;
     denied.close();
@@ -107,7 +136,10 @@ describe('PolicyController', () => {
     start();
     await waitFor('ready', () => c!.ready() === undefined);
     expect(tcp80('10.0.2.2', '10.0.1.2')).toBe('accept');
-    await server.create('networkpolicies', { metadata: { namespace: 'x', name: 'from-b' }, spec: { podSelector: {}, ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'b' } } }] }] } });
+    await server.create('networkpolicies', {
+      metadata: { namespace: 'x', name: 'from-b' },
+      spec: { podSelector: {}, ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'b' } } }] }] },
+    });
     await waitFor('the policy enforced', () => scripts.length === 2);
     expect(scripts[1]).not.toMatch(/^add table/);
     expect(tcp80('10.0.2.2', '10.0.1.2')).toBe('accept');
@@ -129,7 +161,11 @@ describe('PolicyController', () => {
     refuseNext = true;
     await server.create('networkpolicies', { metadata: { namespace: 'x', name: 'deny' }, spec: { podSelector: {} } });
     await waitFor('the whole table', () => scripts.length === 3 && scripts[2].startsWith('add table'));
-    expect(logs.some((l) => l.startsWith('network policy: cannot write the nftables table inet flannel-netpol: ') && l.endsWith('writing it whole'))).toBe(true);
+    expect(
+      logs.some(
+        (l) => l.startsWith('network policy: cannot write the nftables table inet flannel-netpol: ') && l.endsWith('writing it whole'),
+      ),
+    ).toBe(true);
     expect(tcp80('10.0.2.2', '10.0.1.2')).toBe('drop');
     const families = c!.metrics.families().join('\n');
     expect(families).toContain('flannel_network_policy_rule_updates_total{kind="changes",result="failed"} 1');
@@ -139,14 +175,22 @@ describe('PolicyController', () => {
     await waitFor('the table back', () => !!kernel.table);
     expect(logs).toContain('network policy: the nftables table inet flannel-netpol is gone: writing it again');
     expect(tcp80('10.0.2.2', '10.0.1.2')).toBe('drop');
-    await waitFor('the counters read', () => c!.metrics.families().join('\n').includes('flannel_network_policy_dropped_packets_total{direction="ingress"} 7'));
+    await waitFor('the counters read', () =>
+      c!.metrics.families().join('\n').includes('flannel_network_policy_dropped_packets_total{direction="ingress"} 7'),
+    );
   });
 
   it('/readyz: a policy it cannot enforce (and when it is fixed), br_netfilter missing', async () => {
     start();
     await waitFor('ready', () => c!.ready() === undefined);
-    await server.create('networkpolicies', { metadata: { namespace: 'x', name: 'bad' }, spec: { podSelector: {}, ingress: [{ ports: [{ protocol: 'ICMP' }] }] } });
-    await waitFor('not ready', () => c!.ready() === 'network policy x/bad cannot be enforced (spec.ingress[0].ports[0].protocol "ICMP" is not TCP, UDP or SCTP)');
+    await server.create('networkpolicies', {
+      metadata: { namespace: 'x', name: 'bad' },
+      spec: { podSelector: {}, ingress: [{ ports: [{ protocol: 'ICMP' }] }] },
+    });
+    await waitFor(
+      'not ready',
+      () => c!.ready() === 'network policy x/bad cannot be enforced (spec.ingress[0].ports[0].protocol "ICMP" is not TCP, UDP or SCTP)',
+    );
     await waitFor('x/a closed', () => tcp80('10.0.2.2', '10.0.1.2') === 'drop');
     await server.patch('networkpolicies', 'x/bad', { spec: { ingress: [{ ports: [{ protocol: 'TCP' }] }] } });
     await waitFor('ready again', () => c!.ready() === undefined);

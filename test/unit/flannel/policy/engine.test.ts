@@ -38,14 +38,21 @@ const selector = fc.oneof(
   fc.record({
     matchExpressions: fc.array(
       fc.oneof(
-        fc.record({ key: fc.constantFrom('app', 'tier', 'ns'), operator: fc.constantFrom('In', 'NotIn'), values: fc.array(labelValue, { minLength: 1, maxLength: 2 }) }),
+        fc.record({
+          key: fc.constantFrom('app', 'tier', 'ns'),
+          operator: fc.constantFrom('In', 'NotIn'),
+          values: fc.array(labelValue, { minLength: 1, maxLength: 2 }),
+        }),
         fc.record({ key: fc.constantFrom('app', 'tier', 'ns'), operator: fc.constantFrom('Exists', 'DoesNotExist') }),
       ),
       { maxLength: 2 },
     ),
   }),
 );
-const nsSelector = fc.oneof(fc.constant({}), fc.record({ matchLabels: fc.record({ ns: fc.constantFrom(...NAMESPACES), team: labelValue }, { requiredKeys: [] }) }));
+const nsSelector = fc.oneof(
+  fc.constant({}),
+  fc.record({ matchLabels: fc.record({ ns: fc.constantFrom(...NAMESPACES), team: labelValue }, { requiredKeys: [] }) }),
+);
 const cidr = fc.oneof(
   fc.tuple(fc.integer({ min: 0, max: 31 }), fc.integer({ min: 27, max: 32 })).map(([i, l]) => `10.0.0.${i}/${l}`),
   fc.tuple(fc.integer({ min: 0, max: 31 }), fc.integer({ min: 123, max: 128 })).map(([i, l]) => `fd00::${i.toString(16)}/${l}`),
@@ -57,7 +64,13 @@ const ipBlock = cidr.chain((c) => {
   // exceptions inside the block: the block's own address with a longer prefix, or another address of it
   const max = v6 ? 128 : 32;
   if (Number(len) >= max) return fc.constant({ cidr: c });
-  return fc.record({ cidr: fc.constant(c), except: fc.array(fc.integer({ min: Number(len) + 1, max }).map((l) => `${addr}/${l}`), { maxLength: 2 }) });
+  return fc.record({
+    cidr: fc.constant(c),
+    except: fc.array(
+      fc.integer({ min: Number(len) + 1, max }).map((l) => `${addr}/${l}`),
+      { maxLength: 2 },
+    ),
+  });
 });
 const peer = fc.oneof(
   fc.record({ podSelector: selector }),
@@ -67,11 +80,15 @@ const peer = fc.oneof(
 );
 const port = fc.oneof(
   fc.record({ protocol: fc.constantFrom('TCP', 'UDP', 'SCTP'), port: fc.constantFrom(...PORTS) }, { requiredKeys: ['port'] }),
-  fc.record({ protocol: fc.constantFrom('TCP', 'UDP'), port: fc.constantFrom(79, 80), endPort: fc.constantFrom(81, 82) }, { requiredKeys: ['port', 'endPort'] }),
+  fc.record(
+    { protocol: fc.constantFrom('TCP', 'UDP'), port: fc.constantFrom(79, 80), endPort: fc.constantFrom(81, 82) },
+    { requiredKeys: ['port', 'endPort'] },
+  ),
   fc.record({ protocol: fc.constantFrom('TCP', 'UDP', 'SCTP') }),
   fc.record({ protocol: fc.constantFrom('TCP', 'UDP'), port: fc.constantFrom('http', 'dns', 'alt') }, { requiredKeys: ['port'] }),
 );
-const rule = (peers: 'from' | 'to') => fc.record({ [peers]: fc.array(peer, { maxLength: 3 }), ports: fc.array(port, { maxLength: 3 }) }, { requiredKeys: [] });
+const rule = (peers: 'from' | 'to') =>
+  fc.record({ [peers]: fc.array(peer, { maxLength: 3 }), ports: fc.array(port, { maxLength: 3 }) }, { requiredKeys: [] });
 const policyObject = fc.record({
   ns: fc.constantFrom(...NAMESPACES),
   name: fc.constantFrom('p1', 'p2', 'p3', 'p4'),
@@ -85,12 +102,14 @@ const policyObject = fc.record({
     { requiredKeys: ['podSelector'] },
   ),
 });
-const namedPorts = fc.subarray([
-  { name: 'http', containerPort: 80 },
-  { name: 'dns', containerPort: 53, protocol: 'UDP' },
-  { name: 'alt', containerPort: 8080 },
-  { name: 'alt', containerPort: 81, protocol: 'UDP' },
-]).filter((ps) => new Set(ps.map((p) => p.name)).size === ps.length);
+const namedPorts = fc
+  .subarray([
+    { name: 'http', containerPort: 80 },
+    { name: 'dns', containerPort: 53, protocol: 'UDP' },
+    { name: 'alt', containerPort: 8080 },
+    { name: 'alt', containerPort: 81, protocol: 'UDP' },
+  ])
+  .filter((ps) => new Set(ps.map((p) => p.name)).size === ps.length);
 const podObject = fc.record({
   i: fc.integer({ min: 0, max: PODS - 1 }),
   ns: fc.constantFrom(...NAMESPACES),
@@ -119,10 +138,20 @@ type Op =
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: podObject.map((v) => ({ kind: 'pod' as const, v })) },
   { weight: 1, arbitrary: fc.integer({ min: 0, max: PODS - 1 }).map((i) => ({ kind: 'podGone' as const, i })) },
-  { weight: 2, arbitrary: fc.record({ name: fc.constantFrom(...NAMESPACES), team: labelValue }, { requiredKeys: ['name'] }).map((v) => ({ kind: 'ns' as const, ...v })) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({ name: fc.constantFrom(...NAMESPACES), team: labelValue }, { requiredKeys: ['name'] })
+      .map((v) => ({ kind: 'ns' as const, ...v })),
+  },
   { weight: 1, arbitrary: fc.constantFrom(...NAMESPACES).map((name) => ({ kind: 'nsGone' as const, name })) },
   { weight: 4, arbitrary: policyObject.map((v) => ({ kind: 'policy' as const, v })) },
-  { weight: 1, arbitrary: fc.record({ ns: fc.constantFrom(...NAMESPACES), name: fc.constantFrom('p1', 'p2', 'p3', 'p4') }).map((v) => ({ kind: 'policyGone' as const, ...v })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({ ns: fc.constantFrom(...NAMESPACES), name: fc.constantFrom('p1', 'p2', 'p3', 'p4') })
+      .map((v) => ({ kind: 'policyGone' as const, ...v })),
+  },
   { weight: 3, arbitrary: fc.constant({ kind: 'take' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'snapshot' as const }) },
 );
@@ -141,7 +170,10 @@ class World implements ClusterView {
   readonly policies = new Map<string, Policy>();
 
   policiesIn(ns: string): Policy[] {
-    return [...this.policies.entries()].filter(([, p]) => p.namespace === ns).sort(([a], [b]) => (a < b ? -1 : 1)).map(([, p]) => p);
+    return [...this.policies.entries()]
+      .filter(([, p]) => p.namespace === ns)
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([, p]) => p);
   }
 
   namespaceLabels(ns: string) {
@@ -169,7 +201,12 @@ function apply(o: Op, world: World, engine: PolicyEngine, kernel: NftPolicyModel
       const podIPs = addr === 'none' ? [] : addr === 'v4only' ? [{ ip: v4(n) }] : [{ ip: v4(n) }, { ip: v6(n) }];
       const pod = podInfo({
         metadata: { namespace: ns, name: `pod${i}`, labels },
-        spec: { nodeName: node, containers: [{ ports: ports.map((p: { name: string; containerPort: number }) => (p.name === 'http' ? { ...p, containerPort: http } : p)) }] },
+        spec: {
+          nodeName: node,
+          containers: [
+            { ports: ports.map((p: { name: string; containerPort: number }) => (p.name === 'http' ? { ...p, containerPort: http } : p)) },
+          ],
+        },
         status: { podIPs },
       })!;
       world.pods.set(i, pod);
@@ -233,7 +270,9 @@ function checkVerdicts(world: World, kernel: NftPolicyModel): void {
             );
           }
           // a reply of a connection passes whatever the policies say
-          expect(kernel.evaluate({ family: familyOf(from.ip), saddr: from.ip, daddr: to.ip, protocol, dport: port, reply: true }).verdict).toBe('accept');
+          expect(
+            kernel.evaluate({ family: familyOf(from.ip), saddr: from.ip, daddr: to.ip, protocol, dport: port, reply: true }).verdict,
+          ).toBe('accept');
           if (got.verdict === 'drop') expect(got.counter).toBe(local(from) && !egress ? 'egress-dropped' : 'ingress-dropped');
         }
       }
@@ -241,8 +280,8 @@ function checkVerdicts(world: World, kernel: NftPolicyModel): void {
   }
 }
 
-describe('the policy engine, change by change, against the API\'s definition', () => {
-  it('builds, change by change, the table a fresh start builds, and every packet gets the definition\'s verdict', () => {
+describe("the policy engine, change by change, against the API's definition", () => {
+  it("builds, change by change, the table a fresh start builds, and every packet gets the definition's verdict", () => {
     fc.assert(
       fc.property(start, fc.array(op, { minLength: 1, maxLength: 30 }), ({ pods, policies, teams }, ops) => {
         const world = new World();

@@ -35,7 +35,10 @@ describe('label selectors', () => {
   });
 
   it.each([
-    [{ matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] }, 'sel.matchExpressions[0].operator "Gt" is not In, NotIn, Exists or DoesNotExist'],
+    [
+      { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] },
+      'sel.matchExpressions[0].operator "Gt" is not In, NotIn, Exists or DoesNotExist',
+    ],
     [{ matchExpressions: [{ key: 'a', operator: 'In' }] }, 'operator In needs values'],
     [{ matchExpressions: [{ key: 'a', operator: 'Exists', values: ['x'] }] }, 'operator Exists takes no values'],
     [{ matchLabels: { a: 1 } }, 'sel.matchLabels["a"] is not a string'],
@@ -60,7 +63,10 @@ describe('NetworkPolicy', () => {
   });
 
   it('ports: protocol TCP by default, a number, a range (endPort), a name, or the whole protocol', () => {
-    const p = policy({ podSelector: {}, ingress: [{ ports: [{ port: 80 }, { protocol: 'UDP', port: 53, endPort: 55 }, { port: 'http' }, { protocol: 'SCTP' }] }] });
+    const p = policy({
+      podSelector: {},
+      ingress: [{ ports: [{ port: 80 }, { protocol: 'UDP', port: 53, endPort: 55 }, { port: 'http' }, { protocol: 'SCTP' }] }],
+    });
     expect(p.problem).toBeUndefined();
     expect(p.ingress![0].ports).toEqual([
       { protocol: 'tcp', range: [80, 80] },
@@ -70,10 +76,19 @@ describe('NetworkPolicy', () => {
     ]);
   });
 
-  it('peers: podSelector alone is the policy\'s namespace, namespaceSelector alone every pod there, both ANDed in one peer; ipBlock without its exceptions', () => {
+  it("peers: podSelector alone is the policy's namespace, namespaceSelector alone every pod there, both ANDed in one peer; ipBlock without its exceptions", () => {
     const p = policy({
       podSelector: { matchLabels: { app: 'db' } },
-      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }, { namespaceSelector: {} }, { namespaceSelector: { matchLabels: { t: 'x' } }, podSelector: { matchLabels: { app: 'web' } } }, { ipBlock: { cidr: '10.0.0.0/24', except: ['10.0.0.128/25', '10.0.0.0/31'] } }] }],
+      ingress: [
+        {
+          from: [
+            { podSelector: { matchLabels: { app: 'web' } } },
+            { namespaceSelector: {} },
+            { namespaceSelector: { matchLabels: { t: 'x' } }, podSelector: { matchLabels: { app: 'web' } } },
+            { ipBlock: { cidr: '10.0.0.0/24', except: ['10.0.0.128/25', '10.0.0.0/31'] } },
+          ],
+        },
+      ],
     });
     const [a, b, c, d] = p.ingress![0].peers as any[];
     expect(a).toMatchObject({ kind: 'pods', namespace: 'ns1' });
@@ -86,10 +101,19 @@ describe('NetworkPolicy', () => {
   });
 
   it.each([
-    [{ podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0/8' } }] }] }, 'spec.ingress[0].from[0].ipBlock.cidr "10.0.0/8" is not a CIDR'],
-    [{ podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/8', except: ['11.0.0.0/16'] } }] }] }, 'spec.ingress[0].from[0].ipBlock.except[0] 11.0.0.0/16 is not inside 10.0.0.0/8'],
+    [
+      { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0/8' } }] }] },
+      'spec.ingress[0].from[0].ipBlock.cidr "10.0.0/8" is not a CIDR',
+    ],
+    [
+      { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/8', except: ['11.0.0.0/16'] } }] }] },
+      'spec.ingress[0].from[0].ipBlock.except[0] 11.0.0.0/16 is not inside 10.0.0.0/8',
+    ],
     [{ podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/8', except: ['fd00::/64'] } }] }] }, 'is not inside'],
-    [{ podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/8' }, podSelector: {} }] }] }, 'ipBlock cannot go with a podSelector or namespaceSelector'],
+    [
+      { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/8' }, podSelector: {} }] }] },
+      'ipBlock cannot go with a podSelector or namespaceSelector',
+    ],
     [{ podSelector: {}, ingress: [{ from: [{}] }] }, 'has no podSelector, namespaceSelector or ipBlock'],
     [{ podSelector: {}, ingress: [{ ports: [{ protocol: 'ICMP' }] }] }, 'protocol "ICMP" is not TCP, UDP or SCTP'],
     [{ podSelector: {}, ingress: [{ ports: [{ port: 0 }] }] }, 'port 0 is not a port number from 1 to 65535'],
@@ -97,7 +121,10 @@ describe('NetworkPolicy', () => {
     [{ podSelector: {}, ingress: [{ ports: [{ port: 90, endPort: 80 }] }] }, 'endPort 80 is not a port number from 90 to 65535'],
     [{ podSelector: {}, ingress: [{ ports: [{ endPort: 80 }] }] }, 'endPort needs a port'],
     [{ podSelector: {}, ingress: [{ ports: [{ port: '80' }] }] }, 'port "80" is neither a port number nor a port name'],
-    [{ podSelector: {}, ingress: [{ from: [{ podSelector: {} }], sources: [] }] }, 'spec.ingress[0].sources is not a field this daemon knows'],
+    [
+      { podSelector: {}, ingress: [{ from: [{ podSelector: {} }], sources: [] }] },
+      'spec.ingress[0].sources is not a field this daemon knows',
+    ],
     [{ podSelector: {}, futureField: true }, 'spec.futureField is not a field this daemon knows'],
   ])('cannot enforce %j: fails closed (isolates, allows nothing) and says "%s"', (spec, msg) => {
     const p = policy(spec);
@@ -124,10 +151,33 @@ describe('NetworkPolicy', () => {
 });
 
 describe('pods', () => {
-  const base = { metadata: { namespace: 'x', name: 'a', labels: { app: 'web' }, annotations: { big: 'x'.repeat(1000) } }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i', ports: [{ name: 'http', containerPort: 8080 }, { containerPort: 9090 }, { name: 'dns', containerPort: 53, protocol: 'UDP' }] }] }, status: { phase: 'Running', podIPs: [{ ip: '10.0.0.5' }, { ip: 'fd00:0:0:0::5' }] } };
+  const base = {
+    metadata: { namespace: 'x', name: 'a', labels: { app: 'web' }, annotations: { big: 'x'.repeat(1000) } },
+    spec: {
+      nodeName: 'n1',
+      containers: [
+        {
+          name: 'c',
+          image: 'i',
+          ports: [{ name: 'http', containerPort: 8080 }, { containerPort: 9090 }, { name: 'dns', containerPort: 53, protocol: 'UDP' }],
+        },
+      ],
+    },
+    status: { phase: 'Running', podIPs: [{ ip: '10.0.0.5' }, { ip: 'fd00:0:0:0::5' }] },
+  };
 
   it('keeps its namespace, name, node, labels, addresses (canonical) and named container ports only', () => {
-    expect(podInfo(base)).toEqual({ namespace: 'x', name: 'a', node: 'n1', labels: { app: 'web' }, ips: ['10.0.0.5', 'fd00::5'], ports: [{ name: 'http', protocol: 'tcp', port: 8080 }, { name: 'dns', protocol: 'udp', port: 53 }] });
+    expect(podInfo(base)).toEqual({
+      namespace: 'x',
+      name: 'a',
+      node: 'n1',
+      labels: { app: 'web' },
+      ips: ['10.0.0.5', 'fd00::5'],
+      ports: [
+        { name: 'http', protocol: 'tcp', port: 8080 },
+        { name: 'dns', protocol: 'udp', port: 53 },
+      ],
+    });
   });
 
   it('Pending (no address yet), or with status.podIP only (older clusters)', () => {
@@ -135,7 +185,7 @@ describe('pods', () => {
     expect(podInfo({ ...base, status: { podIP: '10.0.0.6' } })!.ips).toEqual(['10.0.0.6']);
   });
 
-  it('none for a host-network pod (its addresses are the node\'s) or a finished one (its addresses go to others)', () => {
+  it("none for a host-network pod (its addresses are the node's) or a finished one (its addresses go to others)", () => {
     expect(podInfo({ ...base, spec: { ...base.spec, hostNetwork: true } })).toBeUndefined();
     expect(podInfo({ ...base, status: { ...base.status, phase: 'Succeeded' } })).toBeUndefined();
     expect(podInfo({ ...base, status: { ...base.status, phase: 'Failed' } })).toBeUndefined();
