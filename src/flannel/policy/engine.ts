@@ -73,6 +73,8 @@ interface Group {
   refs: number;
   /** Per family: element -> how many pods bring it (two pods may briefly share an address). */
   elements: Map<Family, Map<string, number>>;
+  /** Per family: its set's name (groupSetName, made once). */
+  sets: Map<Family, string>;
 }
 
 interface Local {
@@ -244,7 +246,7 @@ export class PolicyEngine {
     for (const l of this.local.values()) for (const d of DIRECTIONS) if (l.chains[d]) isolated[d]++;
     return {
       pods: this.pods.size,
-      localPods: [...this.pods.values()].filter((p) => p.node === this.nodeName).length,
+      localPods: this.local.size,
       isolated,
       policies: this.policies.size,
       unenforceable,
@@ -295,9 +297,15 @@ export class PolicyEngine {
   private ref(key: string, def: GroupDef): void {
     let g = this.groups.get(key);
     if (!g) {
-      g = { def, key, refs: 0, elements: new Map(this.families.map((f) => [f, new Map()])) };
+      g = {
+        def,
+        key,
+        refs: 0,
+        elements: new Map(this.families.map((f) => [f, new Map()])),
+        sets: new Map(this.families.map((f) => [f, groupSetName(def, key, f)])),
+      };
       this.groups.set(key, g);
-      for (const f of this.families) this.setGroup.set(groupSetName(def, key, f), g);
+      for (const name of g.sets.values()) this.setGroup.set(name, g);
       const scope = scopeOf(def);
       if (scope === undefined) this.clusterGroups.add(g);
       else {
@@ -320,7 +328,7 @@ export class PolicyEngine {
 
   private dropGroup(g: Group): void {
     this.groups.delete(g.key);
-    for (const f of this.families) this.setGroup.delete(groupSetName(g.def, g.key, f));
+    for (const name of g.sets.values()) this.setGroup.delete(name);
     const scope = scopeOf(g.def);
     if (scope === undefined) this.clusterGroups.delete(g);
     else {
@@ -342,7 +350,7 @@ export class PolicyEngine {
       const appeared = by === 1 && n === 1;
       const disappeared = by === -1 && n === 0;
       if (!track || !(appeared || disappeared)) continue;
-      const set = groupSetName(g.def, g.key, family);
+      const set = g.sets.get(family)!;
       let d = this.dirtyElements.get(set);
       if (!d) this.dirtyElements.set(set, (d = new Map()));
       if (!d.has(e)) d.set(e, disappeared); // present at the start of the batch?
@@ -351,16 +359,18 @@ export class PolicyEngine {
 
   // ---- handing over ----
 
-  private setsOf(g: Group): NftSet[] {
+  private setsOf(g: Group, only?: Family): NftSet[] {
     const m = g.def.match;
     const who = m.kind === 'selector' ? g.key : m.kind === 'block' ? `pods in ${m.text}` : 'all pods';
-    return this.families.map((family) => ({
-      name: groupSetName(g.def, g.key, family),
-      family,
-      ports: !!g.def.port,
-      comment: (g.def.port ? `${who.split(' port ')[0]} port ${g.def.port.protocol}/${g.def.port.name}` : who).slice(0, 120),
-      elements: [...g.elements.get(family)!.keys()],
-    }));
+    return this.families
+      .filter((f) => only === undefined || f === only)
+      .map((family) => ({
+        name: g.sets.get(family)!,
+        family,
+        ports: !!g.def.port,
+        comment: (g.def.port ? `${who.split(' port ')[0]} port ${g.def.port.protocol}/${g.def.port.name}` : who).slice(0, 120),
+        elements: [...g.elements.get(family)!.keys()],
+      }));
   }
 
   private chainOf(name: string): NftChain | undefined {
@@ -431,9 +441,9 @@ export class PolicyEngine {
         this.dropGroup(g);
         continue;
       }
-      for (const s of this.setsOf(g)) {
-        live.add(s.name);
-        if (!this.emittedSets.has(s.name)) c.createSets.push(s);
+      for (const [family, name] of g.sets) {
+        live.add(name);
+        if (!this.emittedSets.has(name)) c.createSets.push(...this.setsOf(g, family)); // only a new set is written whole
       }
     }
     for (const name of this.emittedSets) if (!live.has(name)) c.deleteSets.push(name);
