@@ -421,6 +421,12 @@ describe('vxlan-flannel daemon --kube-subnet-mgr --network-policy', () => {
     await enforced('still enforced', all().deny('*', inNs('x')));
   });
 
+  it('--network-policy without --kube-subnet-mgr is refused at once (policies come from the Kubernetes API), before anything is set up', async () => {
+    const r = await c.topo.cli(c.nodes.n1, ['daemon', '--network-policy', '--lease-dir', '/run/flannel/no-such-store']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/fatal: --network-policy needs --kube-subnet-mgr \(the policies, pods and namespaces are read from the Kubernetes API\)\n$/);
+  });
+
   it('vxlan-flannel policy (the executable, on a node, with its kubeconfig) says which policies select a pod and whether a connection is allowed', async () => {
     const kc = ['--kubeconfig-file', c.kubeconfig];
     const r = await c.topo.cli(c.nodes.n1, ['policy', 'x/a', '--from', 'y/b', '--port', 'tcp/80', ...kc]);
