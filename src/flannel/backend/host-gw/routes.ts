@@ -136,7 +136,6 @@ export class RouteIndex {
     }
     return skipped;
   }
-
 }
 
 /** The routes to `peers` as the kernel holds them once a plan made them (planning against this needs no read). */
