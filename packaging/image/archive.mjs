@@ -8,8 +8,9 @@
 //   node packaging/image/archive.mjs OUT.tar BASE.tar EXECUTABLE NAME:TAG
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream, linkSync, mkdirSync, mkdtempSync, rmSync, copyFileSync, chmodSync, writeFileSync, renameSync } from 'node:fs';
+import { createReadStream, linkSync, mkdirSync, mkdtempSync, rmSync, copyFileSync, chmodSync, writeFileSync, renameSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const [out, base, executable, ref] = process.argv.slice(2);
 if (!out || !base || !executable || !/^[a-z0-9./:-]+:[\w.-]+$/.test(ref ?? '')) {
@@ -17,9 +18,22 @@ if (!out || !base || !executable || !/^[a-z0-9./:-]+:[\w.-]+$/.test(ref ?? '')) 
   process.exit(2);
 }
 const PLUGIN_DIR = 'opt/cni-ts/bin';
+const DOC_DIR = 'usr/share/doc/cni-ts';
+const DOCS = ['LICENSE', 'THIRD-PARTY-NOTICES'];
 // vxlan-flannel first: the others are hard links of it in the layer
 const NAMES = ['vxlan-flannel', 'flannel', 'bridge', 'host-local'];
-const epoch = Number(process.env.SOURCE_DATE_EPOCH ?? 1700000000);
+const repo = join(dirname(fileURLToPath(import.meta.url)), '../..');
+// The image's date: the commit's (the same commit, the same image), or SOURCE_DATE_EPOCH; outside a git
+// checkout, package.json's time. A fixed date made every image "created 3 years ago".
+const commitEpoch = () => {
+  try {
+    const out = execFileSync('git', ['-C', repo, 'log', '-1', '--format=%ct'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return Number(out.trim());
+  } catch {
+    return Math.floor(statSync(join(repo, 'package.json')).mtimeMs / 1000);
+  }
+};
+const epoch = Number(process.env.SOURCE_DATE_EPOCH || commitEpoch());
 
 const sha256 = (file) =>
   new Promise((ok, fail) => {
@@ -37,8 +51,13 @@ try {
   copyFileSync(executable, join(root, PLUGIN_DIR, NAMES[0]));
   chmodSync(join(root, PLUGIN_DIR, NAMES[0]), 0o755);
   for (const n of NAMES.slice(1)) linkSync(join(root, PLUGIN_DIR, NAMES[0]), join(root, PLUGIN_DIR, n));
+  // the licenses: ours, and the notices the build made of what the executable holds (packaging/notices.mjs)
+  mkdirSync(join(root, DOC_DIR), { recursive: true });
+  // the notices lie beside the executable's bin directory (dist/, dist/arm64/): its own architecture's build
+  const sources = { LICENSE: join(repo, 'LICENSE'), 'THIRD-PARTY-NOTICES': join(dirname(resolve(executable)), '..', 'THIRD-PARTY-NOTICES') };
+  for (const file of DOCS) copyFileSync(sources[file], join(root, DOC_DIR, file));
   const app = join(work, 'app.tar');
-  execFileSync('tar', ['-C', root, '--sort=name', '--owner=0', '--group=0', '--numeric-owner', `--mtime=@${epoch}`, '-cf', app, 'opt']);
+  execFileSync('tar', ['-C', root, '--sort=name', '--owner=0', '--group=0', '--numeric-owner', `--mtime=@${epoch}`, '-cf', app, 'opt', 'usr']);
 
   const layers = [resolve(base), app];
   const digests = [];
@@ -57,7 +76,7 @@ try {
     rootfs: { type: 'layers', diff_ids: digests.map((d) => `sha256:${d}`) },
     history: [
       { created, created_by: 'packaging/image/base.sh (mmdebstrap: iproute2 iptables nftables procps util-linux)' },
-      { created, created_by: `packaging/image/archive.mjs: /${PLUGIN_DIR}/{${NAMES.join(',')}}` },
+      { created, created_by: `packaging/image/archive.mjs: /${PLUGIN_DIR}/{${NAMES.join(',')}}, /${DOC_DIR}/{${DOCS.join(',')}}` },
     ],
   };
   const configText = JSON.stringify(config);

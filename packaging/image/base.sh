@@ -4,21 +4,25 @@
 # nsenter, procps, the C++ runtime of the executable), from Debian's mirror
 # with mmdebstrap, no container engine. Written as a root filesystem tarball
 # to $1 (--format=tar: make names it .tmp until it is whole, and mmdebstrap
-# would take a name not ending in .tar for a directory). Nothing in it is run
-# at build time but Debian's own maintainer scripts inside the chroot.
+# would take a name not ending in .tar for a directory), for the Debian
+# architecture $2 (this machine's by default; another one's maintainer
+# scripts run through qemu-user's binfmt_misc handler, which mmdebstrap
+# checks with arch-test). Nothing in it is run at build time but Debian's own
+# maintainer scripts inside the chroot.
 #
 # Small: essential packages only (no apt), merged /usr set up without the
 # usrmerge package (which pulls in perl), no documentation but the copyright
 # files, and what nothing in the image runs removed afterwards (trim.sh).
 set -euo pipefail
-out=${1:?usage: base.sh OUT.tar}
+out=${1:?usage: base.sh OUT.tar [ARCH]}
+arch=${2:-$(dpkg --print-architecture)}
 here=$(cd "$(dirname "$0")" && pwd)
 suite=${DEBIAN_SUITE:-bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # a fixed date: the same inputs give the same layer (and digest)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 
-mmdebstrap --quiet --variant=essential --mode=root --format=tar --skip=output/dev \
+mmdebstrap --quiet --variant=essential --mode=root --format=tar --skip=output/dev --architectures="$arch" \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
   --include=iproute2,iptables,nftables,procps,libstdc++6 \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \

@@ -40,7 +40,12 @@ for tool in devlink rdma tipc dcb vdpa genl rtmon nstat lnstat ctstat rtstat rta
 done
 
 # An executable or library left needing a library that is gone is dead weight: it goes too.
-have() { [ -e "$root/usr/lib/x86_64-linux-gnu/$1" ] || [ -e "$root/usr/lib/$1" ] || [ -e "$root/usr/lib64/$1" ]; }
+# The libraries are in the multiarch directory that holds the C library (x86_64-linux-gnu,
+# aarch64-linux-gnu: whatever the tree's architecture; readelf reads any).
+libdir=
+for d in "$root"/usr/lib/*-linux-gnu*; do if [ -e "$d/libc.so.6" ]; then libdir=$d; fi; done
+[ -n "$libdir" ] || { echo "trim: no libc.so.6 in $root/usr/lib/*-linux-gnu*" >&2; exit 1; }
+have() { [ -e "$libdir/$1" ] || [ -e "$root/usr/lib/$1" ] || [ -e "$root/usr/lib64/$1" ]; }
 changed=1
 while [ "$changed" = 1 ]; do
   changed=0

@@ -12,11 +12,11 @@
 //   3. VLANs (vlans.ts), masquerade, the spoof check, as configured.
 // Every command runs synchronously, one after the other (the sync runner).
 // Anything failing after IPAM undoes what this call made, then releases IPAM.
-import { existsSync } from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';
 import type { Interface, Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { isBatchSafe } from '../iproute/batch';
+import { netnsProblem } from '../iproute/netns';
 import { randomMac } from '../net/mac';
 import { linkNameProblem } from '../net/ifname';
 import { parseBridgeConfig, type BridgeConfig } from './config';
@@ -116,5 +116,6 @@ function checkInvocation(ifname: string, netns: string): void {
   if (!isBatchSafe([netns])) {
     throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS ${JSON.stringify(netns)} contains whitespace, a quote, a backslash or '#', which ip -batch cannot carry`);
   }
-  if (!existsSync(netns)) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS ${netns} does not exist`);
+  const notNetns = netnsProblem(netns);
+  if (notNetns) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS ${netns} ${notNetns}`);
 }

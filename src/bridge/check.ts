@@ -7,6 +7,7 @@ import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
 import { parseResult, type Interface, type Result } from '../cni/result';
 import type { Request } from '../cni/skel';
 import { Batch } from '../iproute/batch';
+import { netnsProblem } from '../iproute/netns';
 import { firstLink, isPromisc, linkKind, showDev, type IpLink } from '../iproute/link';
 import { linkNameProblem } from '../net/ifname';
 import { MAIN_TABLE, routeDstCidr, routeShowAll, routeTableId, type IpRoute } from '../iproute/route';
@@ -23,6 +24,8 @@ export async function check(req: Request): Promise<void> {
   const { containerId, ifname, netns } = req.inv;
   const problem = linkNameProblem(ifname);
   if (problem) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_IFNAME ${JSON.stringify(ifname)} is invalid: ${problem}`);
+  const notNetns = netnsProblem(netns);
+  if (notNetns) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS ${netns} ${notNetns}`);
   if (req.conf.prevResult === undefined || req.conf.prevResult === null) throw invalidConfig('CHECK needs the field "prevResult"');
   const prev = parseResult(req.conf.prevResult);
   const ipam = cfg.ipamType ? planIpam(cfg.ipamType, req.inv.path) : undefined;

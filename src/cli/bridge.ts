@@ -18,7 +18,7 @@ export async function main(argv: string[]): Promise<void> {
     });
   program
     .command('masq')
-    .description('list the masquerade rules the bridge plugin installed, by attachment tag')
+    .description('list the masquerade rules the bridge plugin installed, per attachment: network, container, interface, addresses')
     .option('--backend <backend>', 'iptables or nftables', 'iptables')
     .option('--network <name>', 'only this network')
     .option('--json', 'print JSON')
@@ -30,8 +30,17 @@ export async function main(argv: string[]): Promise<void> {
       const rows = entries.filter((e) => !want || e.netTag === want);
       if (opts.json) process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
       else {
-        const cells = rows.map((e) => [e.netTag, e.attTag, e.ips.join(','), e.masquerades ? 'yes' : 'no', e.backend]);
-        process.stdout.write(formatTable(['NETWORK', 'ATTACHMENT', 'IPS', 'MASQUERADE', 'BACKEND'], cells));
+        // the names the comment carries; the tag where it lost them (a rule of another build, cut short)
+        const cells = rows.map((e) => [
+          e.network ?? `(tag ${e.netTag})`,
+          e.containerId ?? '-',
+          e.ifname ?? '-',
+          e.ips.join(','),
+          e.masquerades ? 'yes' : 'no',
+          e.backend,
+          e.attTag,
+        ]);
+        process.stdout.write(formatTable(['NETWORK', 'CONTAINER', 'IFNAME', 'IPS', 'MASQUERADE', 'BACKEND', 'TAG'], cells));
       }
     });
   await runProgram(program, argv);

@@ -43,7 +43,9 @@ export async function main(argv: string[]): Promise<void> {
     .option('--conf-dir <dir>', 'CNI config directory, to tell range sets apart', '/etc/cni/net.d')
     .option('--json', 'print JSON')
     .action(async (network: string | undefined, opts: { dataDir: string; confDir: string; json?: boolean }) => {
-      const rows = await listReservations(opts.dataDir, opts.confDir, network);
+      // a flannel network's host-local ranges are rendered from subnet.env by flannel's plugin
+      const { delegateIpamOf } = await import('../flannel/plugin/cni');
+      const rows = await listReservations(opts.dataDir, opts.confDir, network, delegateIpamOf);
       process.stdout.write(opts.json ? JSON.stringify(rows, null, 2) + '\n' : formatListing(rows));
     });
   program

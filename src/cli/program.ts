@@ -11,7 +11,7 @@ export function baseProgram(name: string, description: string): Command {
       `${description}\n\nRun by a container runtime with CNI_COMMAND set, this is a CNI plugin ` +
         `(spec ${SUPPORTED_VERSIONS.join(', ')}); without it, these commands are for operators.`,
     )
-    .version(VERSION, '-v, --version')
+    .version(VERSION, '--version') // not -v: that is klog's verbosity on `vxlan-flannel daemon -v=2`
     .showHelpAfterError();
 }
 

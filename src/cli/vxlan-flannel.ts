@@ -3,14 +3,19 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { baseProgram, runProgram } from './program';
 import { boolOption, collect, optionsFromEnv } from './flanneld-flags';
+import { addKlogFlags, goStyleFlags, klogSettings } from './klog-flags';
 import { IP, Prefix } from '../net/ip';
 import { formatLeases, leaseRows, releaseSubnet } from '../flannel/commands/leases';
 import { BACKEND_TYPES, NetworkConfigOptions, formatNetworkConfig } from '../flannel/netconfig';
 import { withStore } from '../flannel/store/open-store';
 import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } from '../flannel/store/store';
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
+import { DEFAULT_DATA_DIR } from '../flannel/attachments';
 import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
 import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube/kube-manager';
+import { DEFAULT_DATA_DIR as IPAM_DATA_DIR } from '../ipam/config';
+import { isAbsolute, normalize } from 'node:path';
+import type { DaemonProcess } from '../flannel/commands/daemon-process';
 
 interface StoreFlags {
   etcdEndpoints?: string;
@@ -43,12 +48,22 @@ function intArg(name: string, min: number, max: number) {
   };
 }
 
+function absolutePath(name: string) {
+  return (value: string): string => {
+    if (!isAbsolute(value) || value.includes('\0')) throw new InvalidArgumentError(`${name} must be an absolute path`);
+    return normalize(value);
+  };
+}
+
 function ipArg(name: string) {
   return (value: string): string => {
     if (!IP.parse(value)) throw new InvalidArgumentError(`${name} must be an IPv4 or IPv6 address`);
     return value;
   };
 }
+
+/** What status reads the node's state with. */
+type StatusFlags = StoreFlags & KubeFlags & { subnetFile: string };
 
 /** The daemon's flags as commander hands them over. */
 interface DaemonFlags extends StoreFlags, KubeFlags {
@@ -69,7 +84,9 @@ interface DaemonFlags extends StoreFlags, KubeFlags {
   reconcileInterval: number;
   ipBlackholeRoute: boolean;
   releaseOnExit: boolean;
+  cniDataDir: string;
   setNodeNetworkUnavailable: boolean;
+  ipamDataDir: string;
   networkPolicy: boolean;
 }
 
@@ -96,14 +113,15 @@ function kubeFlags(cmd: Command): Command {
     .addOption(new Option('--node-name <name>', 'this node\'s Node (without it: the node of pod $POD_NAMESPACE/$POD_NAME)').env('NODE_NAME'));
 }
 
-function kubeOptions(f: KubeFlags): KubeOptions | undefined {
+function kubeOptions(f: KubeFlags, env: NodeJS.ProcessEnv = process.env): KubeOptions | undefined {
   if (!f.kubeSubnetMgr) return undefined;
   return {
     kubeconfigFile: f.kubeconfigFile,
     apiUrl: f.kubeApiUrl,
     nodeName: f.nodeName ?? '',
+    env, // the in-cluster configuration's KUBERNETES_SERVICE_HOST/PORT (status reading a running daemon's: its own)
     // kube-flannel.yml names our pod, not the node: the node is looked up from it, as flanneld does
-    ...(process.env.POD_NAME && process.env.POD_NAMESPACE ? { pod: { namespace: process.env.POD_NAMESPACE, name: process.env.POD_NAME } } : {}),
+    ...(env.POD_NAME && env.POD_NAMESPACE ? { pod: { namespace: env.POD_NAMESPACE, name: env.POD_NAME } } : {}),
     netConfPath: f.netConfigPath,
     annotationPrefix: f.kubeAnnotationPrefix,
     setNodeNetworkUnavailable: f.setNodeNetworkUnavailable ?? true,
@@ -131,19 +149,10 @@ function storeOptions(f: StoreFlags): StoreOptions {
   };
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const program = baseProgram(
-    'vxlan-flannel',
-    'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
-  );
-
-  const daemon = kubeFlags(storeFlags(
-    program
-      .command('daemon')
-      .description(
-        'hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM. ' +
-          'As flanneld, every flag can also be given as FLANNELD_<FLAG> (FLANNELD_IFACE=eth0, FLANNELD_IP_MASQ=true); the command line wins',
-      )
+/** `vxlan-flannel daemon`'s flags (flanneld's, klog's, ours) on `cmd`: the daemon's command, and status reading a running daemon's. */
+function addDaemonFlags(cmd: Command): Command {
+  return addKlogFlags(kubeFlags(storeFlags(
+    cmd
       .option('--iface <name-or-ip>', 'underlay interface, by name or by an address it holds; repeat to try several in order, the first match wins (default: the default route\'s)', collect)
       .option('--iface-regex <regex>', 'underlay interface whose address, else name, matches; repeatable, tried after --iface', collect)
       .option('--iface-can-reach <ip>', 'underlay interface: the one the route to this address leaves by (`ip route get`), tried last', ipArg('--iface-can-reach'))
@@ -157,16 +166,110 @@ export async function main(argv: string[]): Promise<void> {
       .addOption(boolOption('--iptables-forward-rules', 'accept forwarding to and from the cluster network (a FORWARD policy of DROP, as Docker sets it, then still carries pods\' traffic); =false: no such rules', true))
       .option('--healthz-ip <ip>', 'address /healthz and /readyz listen on', ipArg('--healthz-ip'), '0.0.0.0')
       .option('--healthz-port <port>', 'port for /healthz and /readyz; 0: no health server', intArg('--healthz-port', 0, 65535), 0)
+      .option('--ipam-data-dir <dir>', 'host-local\'s data directory, read (never written) for /metrics\' flannel_pod_addresses', absolutePath('--ipam-data-dir'), IPAM_DATA_DIR)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
       .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
+      .option(
+        '--cni-data-dir <dir>',
+        'the flannel CNI plugin\'s dataDir: attachment files that flannel\'s own plugin DELeted and left there are removed; "": not looked at',
+        DEFAULT_DATA_DIR,
+      )
       .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true))
-      .addOption(boolOption('--network-policy', 'with --kube-subnet-mgr: enforce Kubernetes NetworkPolicy for this node\'s pods, in the nftables table inet flannel-netpol (off: the table is removed); see docs/network-policy.md', false)),
-  ));
+      .addOption(
+        boolOption(
+          '--network-policy',
+          'with --kube-subnet-mgr: enforce Kubernetes NetworkPolicy for this node\'s pods, in the nftables table inet flannel-netpol (off: the table is removed); see docs/network-policy.md',
+          false,
+        ),
+      ),
+  )));
+}
+
+/** flanneld without --etcd-endpoints (and not --kube-subnet-mgr) reads etcd here; ours uses its file store. */
+const FLANNELD_ETCD_DEFAULT = 'http://127.0.0.1:4001,http://127.0.0.1:2379';
+
+/**
+ * The flags of a running daemon's command line and environment (a
+ * DaemonProcess), parsed as `daemon` parses its own: what status reads the
+ * node's leases with. Flags it does not know are skipped (status needs only
+ * the store's, Kubernetes' and --subnet-file).
+ */
+export function parseDaemonFlags(d: Pick<DaemonProcess, 'kind' | 'args' | 'env'>): DaemonFlags {
+  const env = d.env ?? {};
+  const cmd = addDaemonFlags(new Command('daemon'))
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {} })
+    .action(() => {});
+  const takesValue = (long: string) => !!cmd.options.find((opt) => opt.long === long)?.required;
+  cmd.parse(goStyleFlags(d.args, takesValue), { from: 'user' });
+  optionsFromEnv(cmd, 'FLANNELD', env);
+  // the variables the flags read beside FLANNELD_* (ETCD_PASSWORD, NODE_NAME): the daemon's, not ours
+  for (const opt of cmd.options) {
+    const key = opt.attributeName();
+    if (opt.envVar && cmd.getOptionValueSource(key) !== 'cli' && env[opt.envVar]) cmd.setOptionValueWithSource(key, env[opt.envVar], 'env');
+  }
+  const flags = cmd.opts() as DaemonFlags;
+  if (d.kind === 'flanneld' && !flags.kubeSubnetMgr && !flags.etcdEndpoints) flags.etcdEndpoints = FLANNELD_ETCD_DEFAULT;
+  return flags;
+}
+
+/** What status reads: the flags given, or those of the daemon running on this node when none are. */
+interface StatusSettings {
+  flags: StatusFlags;
+  /** Where the kube configuration's variables come from: ours, or the daemon's. */
+  env: NodeJS.ProcessEnv;
+  /** The daemon whose flags these are, for the report. */
+  daemon?: string;
+  note?: string;
+}
+
+async function statusSettings(o: StatusFlags, cmd: Command): Promise<StatusSettings> {
+  const given = cmd.options.some((opt) => opt.long !== '--json' && cmd.getOptionValueSource(opt.attributeName()) === 'cli');
+  if (given) return { flags: o, env: process.env };
+  const { describeDaemon, findDaemons } = await import('../flannel/commands/daemon-process');
+  const [d, ...more] = findDaemons();
+  if (!d) {
+    return {
+      flags: o,
+      env: process.env,
+      note:
+        'no vxlan-flannel daemon (or flanneld) runs in this network namespace, so the defaults were read; give the flags it runs with: ' +
+        '--etcd-endpoints URLS [--etcd-prefix P] or --lease-dir DIR or --kube-subnet-mgr [--kubeconfig-file F --node-name N], and --subnet-file F',
+    };
+  }
+  if (!d.sameFiles) {
+    throw new Error(
+      `the daemon here (${describeDaemon(d)}) runs in another mount namespace (a container): its files are not these. ` +
+        'Run status inside it (kubectl -n kube-flannel exec ds/kube-flannel-ds -- /opt/cni-ts/bin/vxlan-flannel status), or give the flags',
+    );
+  }
+  const others = more.length ? ` (also running here: ${more.map((m) => `pid ${m.pid}`).join(', ')})` : '';
+  const unread = d.env ? {} : { note: 'its environment could not be read (run as root): FLANNELD_* variables not applied' };
+  return { flags: parseDaemonFlags(d), env: d.env ?? {}, daemon: `${describeDaemon(d)}${others}`, ...unread };
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = baseProgram(
+    'vxlan-flannel',
+    'A flannel-compatible VXLAN overlay: the node daemon (leases in etcd or a local store, VTEP, peers) and its CNI plugin.',
+  );
+
+  const daemon = addDaemonFlags(
+    program
+      .command('daemon')
+      .description(
+        'hold this node\'s subnet lease, keep the VTEP and subnet.env, program every peer; runs until SIGTERM. ' +
+          'As flanneld, every flag can also be given as FLANNELD_<FLAG> (FLANNELD_IFACE=eth0, FLANNELD_IP_MASQ=true); the command line wins',
+      ),
+  );
   daemon.hook('preAction', (cmd) => optionsFromEnv(cmd, 'FLANNELD'));
-  daemon.action(async (o: DaemonFlags) => {
+  daemon.action(async (o: DaemonFlags, cmd: Command) => {
     const { runDaemon } = await import('../flannel/daemon/run-daemon');
+    const klog = klogSettings(cmd);
     process.exit(
       await runDaemon({
         iface: o.iface,
@@ -189,6 +292,11 @@ export async function main(argv: string[]): Promise<void> {
         ...(o.healthzPort ? { healthz: { ip: o.healthzIp, port: o.healthzPort } } : {}),
         ipBlackholeRoute: o.ipBlackholeRoute,
         releaseOnExit: o.releaseOnExit,
+        ipamDir: o.ipamDataDir,
+        ...(o.cniDataDir ? { cniDataDir: o.cniDataDir } : {}),
+        logDetail: klog.detail,
+        skipHeaders: klog.skipHeaders,
+        notes: klog.notes,
         networkPolicy: o.networkPolicy,
       }),
     );
@@ -276,15 +384,21 @@ export async function main(argv: string[]): Promise<void> {
   kubeFlags(storeFlags(
     program
       .command('status')
-      .description('this node\'s lease and VTEP, and whether each peer\'s neighbour, FDB entry and route are in place (exit 1 when not)')
+      .description(
+        'this node\'s lease and VTEP, and whether each peer\'s neighbour, FDB entry and route are in place (exit 1 when not); ' +
+          'without flags, those of the daemon running on this node (its command line and FLANNELD_* variables)',
+      )
       .option('--subnet-file <path>', 'subnet.env of this node', DEFAULT_SUBNET_FILE)
       .option('--json', 'print JSON'),
-  )).action(async (o: StoreFlags & KubeFlags & { subnetFile: string; json?: boolean }) => {
+  )).action(async (o: StatusFlags & { json?: boolean }, cmd: Command) => {
     const { collectStatus, formatStatus } = await import('../flannel/commands/status');
-    const kube = kubeOptions(o);
+    const { flags, env, daemon, note } = await statusSettings(o, cmd);
+    const kube = kubeOptions(flags, env);
     const report = kube
-      ? await (await import('../flannel/commands/kube-status')).withKubeStatus(kube, (source) => collectStatus(source, o.subnetFile))
-      : await withStore(storeOptions(o), (store) => collectStatus(store, o.subnetFile));
+      ? await (await import('../flannel/commands/kube-status')).withKubeStatus(kube, (source) => collectStatus(source, flags.subnetFile))
+      : await withStore(storeOptions(flags), (store) => collectStatus(store, flags.subnetFile));
+    if (daemon) report.daemon = daemon;
+    if (note) report.notes.push(note);
     process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
     if (report.problems.length) process.exitCode = 1;
   });
@@ -329,5 +443,7 @@ export async function main(argv: string[]): Promise<void> {
       process.stdout.write(`${installConf(src, dest)}\n`);
     });
 
-  await runProgram(program, argv);
+  // flanneld's command lines spell flags as Go does (-v=2, -etcd-endpoints=...)
+  const takesValue = (long: string) => !!daemon.options.find((opt) => opt.long === long)?.required;
+  await runProgram(program, argv[2] === 'daemon' ? [...argv.slice(0, 3), ...goStyleFlags(argv.slice(3), takesValue)] : argv);
 }

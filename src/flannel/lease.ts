@@ -48,6 +48,12 @@ export interface Lease extends LeaseSubnets {
   permanent?: boolean;
   /** The Kubernetes Node it was read from (the kube subnet manager), for people reading status. */
   node?: string;
+  /**
+   * When its node came (ms since the epoch: the Node's creationTimestamp), when
+   * the manager knows: of two overlapping leases, the one that came first is
+   * the established one (backend/subnet-claims.ts).
+   */
+  since?: number;
 }
 
 /** One family's part of a key: `10.244.1.0/24` → `10.244.1.0-24`, `fd00:10:244:1::/64` → `fd00:10:244:1::-64`. */

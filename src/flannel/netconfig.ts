@@ -135,7 +135,12 @@ const V6_FIELDS: PoolFields = {
 /** One family's pool: the network, the per-node prefix length and the bounds, as flannel reads them. */
 function parsePool(raw: Record<string, unknown>, f: PoolFields): Pool {
   const text = field(raw, f.network);
-  if (typeof text !== 'string') throw new ConfigError(`network config field "${f.network}" is missing (${f.hint})`);
+  if (typeof text !== 'string') {
+    const list = `${f.network}s`;
+    const gone = `; "${list}", flannel's list of networks before v0.25, is not read (nor by flanneld v0.28.9)`;
+    const old = field(raw, list) === undefined ? '' : gone;
+    throw new ConfigError(`network config field "${f.network}" is missing (${f.hint})${old}`);
+  }
   const network = Prefix.parse(text);
   if (!network || network.family !== f.family) {
     throw new ConfigError(`network config field "${f.network}" must be an IPv${f.family} CIDR, got ${JSON.stringify(text)}`);
@@ -172,9 +177,8 @@ export function parseNetworkConfig(text: string): NetworkConfig {
   const enableIPv4 = boolField(raw, 'EnableIPv4') ?? true; // flannel's default
   const enableIPv6 = boolField(raw, 'EnableIPv6') ?? false;
   if (!enableIPv4 && !enableIPv6) throw new ConfigError('network config: EnableIPv4 and EnableIPv6 are both false: no overlay to run');
-  if (field(raw, 'Networks') !== undefined || field(raw, 'IPv6Networks') !== undefined) {
-    throw new ConfigError('network config fields "Networks"/"IPv6Networks" (several networks) are not supported by vxlan-flannel: use "Network"/"IPv6Network"');
-  }
+  // "Networks"/"IPv6Networks" (flannel's lists of networks, gone since v0.25) are not read, as flanneld v0.28.9
+  // does not read them: a config that still carries them beside "Network" works as with it (parsePool names them when alone)
   // As flanneld: IPv6Network without EnableIPv6 (and Network with EnableIPv4 false) is not used, nor checked.
   const v4 = enableIPv4 ? parsePool(raw, V4_FIELDS) : undefined;
   const v6 = enableIPv6 ? parsePool(raw, V6_FIELDS) : undefined;

@@ -1,5 +1,5 @@
 // The host-local IPAM plugin: ADD, DEL, CHECK, GC and STATUS.
-import { CniError, ErrorCode, invalidConfig } from '../cni/errors';
+import { CniError, ErrorCode } from '../cni/errors';
 import { parseResult, Result } from '../cni/result';
 import type { PluginHandlers, Request } from '../cni/skel';
 import { gcScope, type GcScope } from '../cni/gc';
@@ -11,7 +11,6 @@ import { Owner, ownerToString } from './owner';
 import { toIPConfig } from './allocator';
 import { NetworkPool } from './network-pool';
 import type { Pod } from './parking-lot';
-import { podArgsProblem } from './pod-args';
 
 /** A torn file younger than this may be a Go host-local still writing it (it creates, then writes). */
 export const TORN_GRACE_MS = 60_000;
@@ -20,26 +19,27 @@ const ownerOf = (req: Request): Owner => ({ containerId: req.inv.containerId, if
 
 /**
  * The pod of the attachment, from CNI_ARGS (runtimes pass these with
- * IgnoreUnknown=1): it owns parked addresses. ADD refuses values that are no
- * Kubernetes names (code 7); DEL, which must not get stuck, parks nothing for them.
+ * IgnoreUnknown=1): it owns parked addresses. Any value CNI_ARGS can carry is
+ * taken, as the Go host-local takes it: podman passes its container's name
+ * (`crazy_antonelli`), other runtimes what they like. The names are only a
+ * key (parking-lot.ts keys a parking by the JSON of namespace, name and
+ * interface) and are quoted where they are printed.
  */
-function podOf(req: Request, strict: boolean): Pod | undefined {
+function podOf(req: Request): Pod | undefined {
   const namespace = req.inv.args.get('K8S_POD_NAMESPACE');
   const name = req.inv.args.get('K8S_POD_NAME');
-  const problem = podArgsProblem(namespace, name);
-  if (problem && strict) throw invalidConfig(problem);
-  return namespace && name && !problem ? { namespace, name } : undefined;
+  return namespace && name ? { namespace, name } : undefined;
 }
 
 async function add(req: Request): Promise<Result> {
   const cfg = loadIpamConfig(req.conf, req.inv.args);
   const dns = cfg.resolvConf ? parseResolvConf(cfg.resolvConf) : undefined;
-  const allocations = await new NetworkPool(cfg).allocate(ownerOf(req), cfg.rangeSets, cfg.requested, podOf(req, true));
+  const allocations = await new NetworkPool(cfg).allocate(ownerOf(req), cfg.rangeSets, cfg.requested, podOf(req));
   return { ips: allocations.map(toIPConfig), routes: cfg.routes, ...(dns ? { dns } : {}) };
 }
 
 async function del(req: Request): Promise<void> {
-  await new NetworkPool(loadStoreLocation(req.conf)).release(ownerOf(req), podOf(req, false));
+  await new NetworkPool(loadStoreLocation(req.conf)).release(ownerOf(req), podOf(req));
 }
 
 async function check(req: Request): Promise<void> {

@@ -16,7 +16,7 @@ import { META_DIR, StoreLocation } from './config';
 import { DiskStore, FileVisitor, Reservation, reservationContent, reservationName } from './disk-store';
 import { describeFailure, onPath } from './io-failure';
 import { Owner, ownerEquals } from './owner';
-import { Parking, ParkingLot, Pod, podToString } from './parking-lot';
+import { Parking, ParkingLot, Pod, podToString, samePod } from './parking-lot';
 import type { RangeSet } from './range';
 
 /** A reservation as listed: with the parking it belongs to, if it is parked. */
@@ -317,7 +317,7 @@ class ParkedView implements ParkedAddresses {
 
   private otherParkings(): Parking[] {
     const own = this.own;
-    return (this.others ??= this.lot.all().filter((p) => !(own && podToString(p.pod) === podToString(own.pod) && p.attachment.ifname === own.attachment.ifname)));
+    return (this.others ??= this.lot.all().filter((p) => !(own && samePod(p.pod, own.pod) && p.attachment.ifname === own.attachment.ifname)));
   }
 }
 

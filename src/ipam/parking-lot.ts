@@ -22,7 +22,13 @@ export interface Pod {
   name: string;
 }
 
-export const podToString = (p: Pod) => `${p.namespace}/${p.name}`;
+/** A name printed as it is when plain, else quoted (a "/" or a control character in it cannot mislead a reader). */
+const shown = (s: string) => (/^[A-Za-z0-9._-]+$/.test(s) ? s : JSON.stringify(s));
+
+/** A pod for log lines and `host-local ls`: `prod/web-0`, `"team/a"/db`. */
+export const podToString = (p: Pod) => `${shown(p.namespace)}/${shown(p.name)}`;
+
+export const samePod = (a: Pod, b: Pod) => a.namespace === b.namespace && a.name === b.name;
 
 export interface Parking {
   pod: Pod;

@@ -4,7 +4,7 @@
 // `-A POSTROUTING -s <ip> -j CNI-BR-<attTag>`: the reference plugin's layout,
 // one iptables-restore per family.
 import { exec } from './exec';
-import { MULTICAST, TAG_RE, masqChain, masqComment, notInstalled, noSuchTable, type MasqEntry, type MasqOwner, type MasqSelector, type MasqTarget, type Removal } from './masq-rule';
+import { MULTICAST, TAG_RE, labelOwner, masqChain, masqComment, notInstalled, noSuchTable, type MasqEntry, type MasqOwner, type MasqSelector, type MasqTarget, type Removal } from './masq-rule';
 
 const SAVE = { 4: 'iptables-save', 6: 'ip6tables-save' } as const;
 const RESTORE = { 4: 'iptables-restore', 6: 'ip6tables-restore' } as const;
@@ -38,6 +38,8 @@ export async function iptablesMasqAdd(owner: MasqOwner, targets: MasqTarget[]): 
 interface SavedRule {
   netTag: string;
   attTag: string;
+  /** The rule's comment (owner tags and label). */
+  comment?: string;
   chain: string;
   /** The rule as iptables-save printed it, without the leading "-A CHAIN". */
   spec: string;
@@ -68,7 +70,9 @@ export async function iptablesMasqList(family: 4 | 6): Promise<SavedTable> {
     if (!tag) continue;
     const chain = line.slice(3).split(' ')[0];
     const src = /(?:^| )-s (\S+?)(?:\/\d+)?(?: |$)/.exec(line);
-    table.rules.push({ netTag: tag[1], attTag: tag[2], chain, spec: line.slice(3 + chain.length + 1), source: src?.[1] });
+    const comment = /--comment (?:"((?:[^"\\]|\\.)*)"|(\S+))/.exec(line);
+    const spec = line.slice(3 + chain.length + 1);
+    table.rules.push({ netTag: tag[1], attTag: tag[2], chain, spec, source: src?.[1], comment: comment?.[1] ?? comment?.[2] });
   }
   return table;
 }
@@ -78,7 +82,10 @@ export function iptablesMasqEntries(table: SavedTable): MasqEntry[] {
   const byTag = new Map<string, MasqEntry>();
   for (const r of table.rules) {
     let e = byTag.get(r.attTag);
-    if (!e) byTag.set(r.attTag, (e = { netTag: r.netTag, attTag: r.attTag, ips: [], masquerades: false, backend: 'iptables' }));
+    if (!e) {
+      e = { netTag: r.netTag, attTag: r.attTag, ...labelOwner(r.comment), ips: [], masquerades: false, backend: 'iptables' };
+      byTag.set(r.attTag, e);
+    }
     const own = r.chain === masqChain(r.attTag);
     if (!own && r.source && !e.ips.includes(r.source)) e.ips.push(r.source);
     e.masquerades ||= own && / -j MASQUERADE(?: |$)/.test(` ${r.spec}`);

@@ -3,7 +3,7 @@
 // `ip saddr X ip daddr != {subnets} ip daddr != <multicast> masquerade`.
 // One `nft -f -` per call.
 import { exec } from './exec';
-import { MULTICAST, TAG_RE, masqComment, notInstalled, type MasqEntry, type MasqOwner, type MasqSelector, type MasqTarget, type Removal } from './masq-rule';
+import { MULTICAST, TAG_RE, labelOwner, masqComment, notInstalled, type MasqEntry, type MasqOwner, type MasqSelector, type MasqTarget, type Removal } from './masq-rule';
 
 export const NFT_TABLE = 'cni_ts_masquerade';
 const NFT_CHAIN = 'postrouting';
@@ -70,7 +70,10 @@ export function nftMasqEntries(rules: readonly NftRule[]): MasqEntry[] {
     const tag = tagOf(r);
     if (!tag) continue;
     let e = byTag.get(tag[2]);
-    if (!e) byTag.set(tag[2], (e = { netTag: tag[1], attTag: tag[2], ips: [], masquerades: true, backend: 'nftables' }));
+    if (!e) {
+      e = { netTag: tag[1], attTag: tag[2], ...labelOwner(r.comment), ips: [], masquerades: true, backend: 'nftables' };
+      byTag.set(tag[2], e);
+    }
     const ip = nftSource(r);
     if (ip && !e.ips.includes(ip)) e.ips.push(ip);
   }

@@ -30,6 +30,10 @@ export interface MasqTarget {
 export interface MasqEntry {
   netTag: string;
   attTag: string;
+  /** The network, container ID and interface the rule's label names, where the comment kept them (see labelOwner). */
+  network?: string;
+  containerId?: string;
+  ifname?: string;
   /** Source addresses its rules match. */
   ips: string[];
   /** Whether a MASQUERADE rule is there (iptables: in the attachment's chain; nftables: every rule is one). */
@@ -61,6 +65,22 @@ export function masqComment(o: MasqOwner): string {
   if (!/^[0-9a-f]{8}$/.test(o.netTag) || !/^[0-9a-f]{20}$/.test(o.attTag)) throw new Error('invalid masquerade tags');
   const label = o.label.replace(/[^\w.=:,/@+-]+/g, ' ').trim();
   return `${COMMENT_PREFIX}${o.netTag}:${o.attTag} ${label}`.slice(0, MAX_COMMENT).trim();
+}
+
+/**
+ * What a rule's comment names in its label (the bridge's "net=x id=y if=z"):
+ * the comment is cut at MAX_COMMENT characters, so a value the cut reached
+ * ends in "…", and one it removed is absent.
+ */
+export function labelOwner(comment: string | undefined): Pick<MasqEntry, 'network' | 'containerId' | 'ifname'> {
+  if (!comment) return {};
+  const cut = comment.length >= MAX_COMMENT;
+  const owner: Pick<MasqEntry, 'network' | 'containerId' | 'ifname'> = {};
+  for (const [key, field] of [['net', 'network'], ['id', 'containerId'], ['if', 'ifname']] as const) {
+    const m = new RegExp(` ${key}=(\\S+)( |$)`).exec(comment);
+    if (m) owner[field] = cut && !m[2] ? `${m[1]}…` : m[1];
+  }
+  return owner;
 }
 
 export function checkTarget(t: MasqTarget): void {

@@ -4,7 +4,7 @@
 // `ip netns add` (or a runtime: containerd's /var/run/netns/cni-..., podman's
 // /run/netns/netns-...) bound under ip's NETNS_RUN_DIR; a namespace known
 // only by another path (/proc/<pid>/ns/net) has none and is entered with nsenter.
-import { statSync } from 'node:fs';
+import { statSync, statfsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
 /**
@@ -20,6 +20,36 @@ let runDirs: readonly string[] = ['/run/netns', '/var/run/netns'];
  * (nsenter needs no mounts).
  */
 let ipEnters = true;
+
+/** The file system types a namespace path may be on: nsfs (a bind mount, /proc/<pid>/ns/net), and proc on kernels before 3.19. */
+export const NSFS_MAGIC = 0x6e736673;
+const PROC_SUPER_MAGIC = 0x9fa0;
+
+/** A path's file system type (statfs). Tests of the fake kernel replace it: their namespaces are plain files. */
+let fsTypeOf = (path: string): number => statfsSync(path).type;
+
+export function setFsTypeOf(next: (path: string) => number): (path: string) => number {
+  const prev = fsTypeOf;
+  fsTypeOf = next;
+  return prev;
+}
+
+/**
+ * Why `path` is not a network namespace file, or undefined when it is one
+ * (one statfs: what Go's ns.GetNS checks too, "unknown FS magic"). Checked
+ * before anything changes: `ip` entering an ordinary file fails later, with
+ * only "RTNETLINK answers: Invalid argument".
+ */
+export function netnsProblem(path: string): string | undefined {
+  let type: number;
+  try {
+    type = fsTypeOf(path);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read (${(err as NodeJS.ErrnoException).code})`;
+  }
+  if (type === NSFS_MAGIC || type === PROC_SUPER_MAGIC) return undefined;
+  return `is not a network namespace (a file on a file system of type 0x${type.toString(16)}, not nsfs)`;
+}
 
 /** Replaces the directories names are looked up in (unit tests); returns the previous ones. */
 export function setNetnsRunDirs(dirs: readonly string[]): readonly string[] {

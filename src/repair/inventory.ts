@@ -19,7 +19,8 @@ import { readCachedAttachments } from '../libcni/results-cache';
 import type { NetworkConfigList } from '../libcni/conf-dir';
 import { loadStoreLocation } from '../ipam/config';
 import { NetworkPool } from '../ipam/network-pool';
-import { loadFlannelConf, savedConfigs } from '../flannel/plugin/cni';
+import { loadFlannelConf } from '../flannel/plugin/cni';
+import { savedConfigs } from '../flannel/attachments';
 
 export interface HeldAttachment {
   containerID: string;

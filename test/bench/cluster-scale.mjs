@@ -140,7 +140,7 @@ function daemonCommand() {
 
 function startDaemon(dir, args) {
   const log = join(dir, 'daemon.log');
-  const child = spawn('nsenter', [`--net=${NETNS}`, '--', ...daemonCommand(), 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', ...daemonCommand(), 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--cni-data-dir', join(dir, 'cni'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

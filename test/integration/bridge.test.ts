@@ -2,10 +2,11 @@
 // namespaces this file creates: the plugin runs inside a "host" namespace
 // (brt-host), containers are further namespaces. Subnets: 10.77.<n>.0/24 and
 // fd77:<n>::/64, reserved for the bridge tests.
-import { readdirSync, existsSync, readlinkSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, existsSync, readlinkSync, mkdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GO_BIN, Lab, OUR_BIN, globalAddrs, sh } from './bridge-helpers';
+import { GO_BIN, Lab, OUR_BIN, OUR_BRIDGE, globalAddrs, sh } from './bridge-helpers';
+import { STANDALONE_BIN } from './no-node';
 import { makeNetns } from './helpers';
 import { waitFor } from '../support/wait';
 
@@ -475,6 +476,18 @@ describe('concurrency and failure', () => {
     expect(badIf.json).toMatchObject({ code: 4, msg: expect.stringMatching(/^CNI_IFNAME "eth%d" is invalid/) });
     expect(lab.links(lab.host).map((l) => l.ifname).sort()).toEqual(hostBefore);
     expect(lab.links(a).map((l) => l.ifname)).toEqual(['lo']);
+    expect(held('netbad')).toEqual([]);
+    // CNI_NETNS naming an ordinary file (Go: "unknown FS magic"): refused before anything changes, by both forms
+    const plain = join(ipamDir(), 'not-a-netns');
+    mkdirSync(ipamDir(), { recursive: true });
+    writeFileSync(plain, '');
+    for (const plugin of [OUR_BRIDGE, join(STANDALONE_BIN, 'bridge')]) {
+      for (const command of ['ADD', 'CHECK'] as const) {
+        const r = await lab.cni({ command, conf: command === 'CHECK' ? { ...good, prevResult: { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: plain }] } } : good, netns: plain, id: 'bad', plugin });
+        expect([r.code, r.json], `${plugin} ${command}`).toEqual([1, { cniVersion: '1.0.0', code: 4, msg: `CNI_NETNS ${plain} is not a network namespace (a file on a file system of type 0x${statfsSync(plain).type.toString(16)}, not nsfs)` }]);
+      }
+    }
+    expect(lab.links(lab.host).map((l) => l.ifname).sort()).toEqual(hostBefore);
     expect(held('netbad')).toEqual([]);
     // Malformed JSON and a missing name are decoding/config errors too.
     const junk = await lab.cni({ command: 'ADD', conf: '{"cniVersion":"1.0.0",', netns: lab.path(a), id: 'bad' });

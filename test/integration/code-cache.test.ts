@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { OUR_BIN, runPlugin, tempDir, type PluginEnv } from './helpers';
+import { STANDALONE_BIN } from './no-node';
 
 const OURS = join(OUR_BIN, 'host-local');
 let tmp: ReturnType<typeof tempDir>;
@@ -30,6 +31,11 @@ const env = (command: string, id: string): PluginEnv => ({
   CNI_IFNAME: 'eth0',
   CNI_TS_CODE_CACHE_DIR: cacheDir,
 });
+/** A cache file as our writer makes it: the same source digest as `like`'s, then V8's data, then the data byte-swapped. */
+const intact = (b: Buffer, like: Buffer) => {
+  const size = (b.length - 64) / 2;
+  return size % 4 === 0 && b.subarray(0, 64).equals(like.subarray(0, 64)) && b.subarray(64, 64 + size).equals(Buffer.from(b.subarray(64 + size)).swap32());
+};
 const cacheFiles = () => (fs.existsSync(cacheDir) ? fs.readdirSync(cacheDir).sort() : []);
 
 describe('V8 code cache', () => {
@@ -63,6 +69,33 @@ describe('V8 code cache', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(fs.readFileSync(file).equals(Buffer.alloc(4096, 7))).toBe(false);
   });
+
+  for (const [form, exe] of [['script', OURS], ['standalone', join(STANDALONE_BIN, 'host-local')]]) {
+    it(`${form}: bytes flipped anywhere in a cache file change nothing but speed: every call works, and the file is rewritten whole`, async () => {
+      expect((await runPlugin(exe, env('ADD', 'a'), conf())).code).toBe(0);
+      const file = join(cacheDir, cacheFiles()[0]);
+      const good = fs.readFileSync(file);
+      // V8's own header (its version, flags and length checks) sits right after our 64-byte digest: flip past it,
+      // in the first copy, the second, both at the same place, and in the digest; then truncate and zero
+      const size = (good.length - 64) / 2;
+      const flips = [[64 + 200], [64 + size + 200], [64 + 200, 64 + size + 200], [5], [64 + Math.floor(size / 2)]];
+      const damaged = [
+        ...flips.map((at) => {
+          const b = Buffer.from(good);
+          for (const i of at) for (let k = 0; k < 64; k++) b[i + k * 37] ^= 0x5a;
+          return b;
+        }),
+        good.subarray(0, good.length - 1000),
+        Buffer.concat([good.subarray(0, 64 + size), Buffer.alloc(size)]),
+      ];
+      for (const [i, bytes] of damaged.entries()) {
+        fs.writeFileSync(file, bytes);
+        const r = await runPlugin(exe, env('ADD', `d${i}`), conf());
+        expect([r.code, r.stderr], `damage ${i}`).toEqual([0, '']);
+        expect(intact(fs.readFileSync(file), good), `damage ${i}: rewritten whole`).toBe(true);
+      }
+    });
+  }
 
   it('a directory others can write is neither read nor written', async () => {
     fs.mkdirSync(cacheDir, { mode: 0o777 });
@@ -145,10 +178,11 @@ describe('V8 code cache', () => {
       const made = join(tmp.path, 'other.v8');
       const maker = `const vm = require('vm'), fs = require('fs'); const s = new vm.Script(fs.readFileSync(0, 'utf8')); s.runInThisContext(); fs.writeFileSync(${JSON.stringify(made)}, s.createCachedData());`;
       execFileSync('node', ['-e', maker], { env: { PATH: process.env.PATH! }, input: other });
-      // as our writer stores a cache: the digest of the source it was made from, then V8's data
+      // as our writer stores a cache: the digest of the source it was made from, then V8's data, then the data byte-swapped
       const digest = createHash('sha256').update(other).digest('hex');
-      // (and as the previous release stored one: V8's data alone)
-      for (const planted of [Buffer.concat([Buffer.from(digest), fs.readFileSync(made)]), fs.readFileSync(made)]) {
+      const v8data = fs.readFileSync(made);
+      // (and as earlier releases stored one: the digest and V8's data once; V8's data alone)
+      for (const planted of [Buffer.concat([Buffer.from(digest), v8data, Buffer.from(v8data).swap32()]), Buffer.concat([Buffer.from(digest), v8data]), v8data]) {
         fs.writeFileSync(join(cacheDir, name), planted, { mode: 0o600 });
         const r = await runPlugin(OURS, env('ADD', `b${planted.length}`), conf());
         expect(fs.existsSync(marker), 'the other source ran').toBe(false);

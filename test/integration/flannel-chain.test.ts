@@ -6,10 +6,10 @@
 // stamp but cannot run prove the in-process path is taken; a stamp of another
 // build is exec'd.
 // Subnets: flannel network 10.94.0.0/16.
-import { chmodSync, copyFileSync, linkSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Lab, OUR_BIN } from './bridge-helpers';
+import { GO_BIN, Lab, OUR_BIN } from './bridge-helpers';
 import { STANDALONE_BIN } from './no-node';
 
 const CHAIN = ['flannel', 'bridge', 'host-local'];
@@ -151,6 +151,52 @@ describe('which delegate runs in-process', () => {
     ] as const) {
       const r = await addDel(withBridge(name, standalone, bridge));
       expect(r.json, name).toMatchObject({ code: 999, msg: expect.stringMatching(/^(bridge: exec-d|cannot run plugin|plugin "bridge" failed)/) });
+    }
+  }, 60_000);
+});
+
+describe("flannel's delegate rules, with Debian's Go bridge and host-local as the delegates", () => {
+  /** flannel (ours) with the Go reference bridge and host-local in CNI_PATH. */
+  const goChain = () =>
+    installDir('go-delegates', (d) => {
+      copyFileSync(join(OUR_BIN, 'flannel'), join(d, 'flannel'));
+      for (const p of ['bridge', 'host-local']) symlinkSync(join(GO_BIN, p), join(d, p));
+    });
+  let dir: string;
+  beforeAll(() => {
+    dir = goChain();
+  });
+  const call = (command: 'ADD' | 'DEL', conf: unknown, id: string) => lab.cni({ command, conf, id, netns: lab.path(ctr), path: dir, plugin: join(dir, 'flannel') });
+
+  it('IPAM settings go in the top-level "ipam", as with flannel: the Go delegates get subnet.env\'s range, its routes and the dataDir', async () => {
+    const conf = network('10.94.5.1/24', { bridge: 'fchgo0' });
+    const ipamDir = join(lab.dir, 'go-ipam');
+    const c = { ...conf, ipam: { dataDir: ipamDir, routes: [{ dst: '192.0.2.0/24' }] } };
+    const add = await call('ADD', c, 'g1');
+    expect(add.code, add.stdout + add.stderr).toBe(0);
+    expect(add.json.ips).toEqual([{ version: '4', interface: 2, address: '10.94.5.2/24', gateway: '10.94.5.1' }]);
+    expect(lab.routes(ctr).map((r) => r.dst)).toEqual(expect.arrayContaining(['192.0.2.0/24', '10.94.0.0/16']));
+    expect(readdirSync(join(ipamDir, 'cbr0'))).toContain('10.94.5.2'); // the Go host-local's file
+    const del = await call('DEL', c, 'g1');
+    expect(del.code, del.stdout + del.stderr).toBe(0);
+    expect(readdirSync(join(ipamDir, 'cbr0'))).not.toContain('10.94.5.2');
+    expect(readdirSync(conf.dataDir)).toEqual([]);
+  }, 60_000);
+
+  it('delegate "name" or "ipam": refused as flannel\'s plugin refuses them (code 7, the field named), nothing run or written; DEL still succeeds', async () => {
+    for (const [field, extra] of [
+      ['delegate.name', { name: 'other' }],
+      ['delegate.ipam', { ipam: { type: 'host-local', ranges: [[{ subnet: '10.94.99.0/24' }]] } }],
+    ] as const) {
+      const conf = network('10.94.6.1/24', { bridge: 'fchgo1', ...extra });
+      const add = await call('ADD', conf, 'g2');
+      expect(add.code).toBe(1);
+      expect(add.json).toMatchObject({ code: 7, msg: expect.stringContaining(`field "${field}" is not allowed (flannel's plugin refuses it too)`) });
+      expect(existsSync(conf.dataDir), field).toBe(false); // no saved config
+      expect(existsSync(conf.ipam.dataDir), field).toBe(false); // no delegate ran: no reservation
+      expect(lab.link(lab.host, 'fchgo1'), field).toBeUndefined(); // no bridge
+      expect(lab.links(ctr).map((l) => l.ifname), field).toEqual(['lo']);
+      expect((await call('DEL', conf, 'g2')).code, field).toBe(0);
     }
   }, 60_000);
 });

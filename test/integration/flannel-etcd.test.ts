@@ -415,6 +415,20 @@ describe('vxlan-flannel with etcd', () => {
     expect((await topo.delPod(p1)).code).toBe(0);
     await sleep(0);
   });
+
+  it('an --etcd-endpoints URL that is not etcd (an HTTP/2 server answering 404): the error names the URL and what it likely is', async () => {
+    const web = topo.addHost('web', 60);
+    const script = "require('http2').createServer((q, s) => { s.writeHead(404); s.end(); }).listen(8080, () => console.log('listening'))";
+    const server = spawn('nsenter', [`--net=${web.path}`, '--', process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise((r) => server.stdout!.once('data', r));
+      const r = await topo.cli(n2, ['leases', '--etcd-endpoints', `http://${web.ip}:8080`]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`vxlan-flannel: etcd http://${web.ip}:8080: Received HTTP status code 404: it does not answer etcd v3's API (not etcd, or not its client URL, e.g. http://10.0.0.1:2379?)\n`);
+    } finally {
+      server.kill();
+    }
+  });
 });
 
 describe('Backend.DirectRouting (flanneld\'s): peers on the same underlay subnet are routed without VXLAN', () => {

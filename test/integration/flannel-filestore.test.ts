@@ -6,11 +6,12 @@
 // rules under a FORWARD policy of DROP, the resync, /healthz, a flag from
 // FLANNELD_<FLAG>, and the rules' removal with --release-on-exit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, FLANNEL, Host, NETWORK, Pod, Topology, sleep, printDaemonLogsOnFailure } from './flannel-topology';
 import { waitFor, waitAndReport } from '../support/wait';
-import { runIn, sh } from './helpers';
+import { GO_BIN, runIn, sh } from './helpers';
 
 let topo: Topology;
 let leaseDir: string;
@@ -77,6 +78,63 @@ describe('vxlan-flannel with the embedded file store', () => {
     expect(await topo.ping(p2, p1.ip, { size: 1450 - 28, dontFragment: true })).toBe(true);
   });
 
+  it('`status` without flags describes the daemon running on the node (its lease dir and subnet file, not the defaults); with none running, it says which flags to give', async () => {
+    const st = await topo.cli(n1, ['status', '--json']);
+    expect(st.code, st.stdout + st.stderr).toBe(0);
+    expect(st.json).toMatchObject({
+      daemon: expect.stringMatching(new RegExp(`^pid ${d1.proc.pid}: vxlan-flannel daemon --iface eth0 --subnet-file ${d1.subnetFile} `)), // nsenter and env exec it: the pid the test started
+      store: `file store ${leaseDir}`,
+      lease: { subnet: s1.subnet, inStore: true, publicIP: n1.ip },
+      problems: [],
+      notes: [],
+    });
+    expect(st.json.peers.map((p: { subnet: string; neigh: boolean; fdb: boolean; route: boolean }) => [p.subnet, p.neigh && p.fdb && p.route])).toEqual([[s2.subnet, true]]);
+    const text = await topo.cli(n2, ['status']);
+    expect(text.stdout.split('\n').slice(0, 2)).toEqual([
+      expect.stringMatching(new RegExp(`^daemon:  pid ${d2.proc.pid}: vxlan-flannel daemon --iface eth0 --subnet-file ${d2.subnetFile} `)),
+      `store:   file store ${leaseDir}`,
+    ]);
+    expect(text.stdout).toMatch(/\nstate: {3}ok\n$/);
+    // flags given: they are what status reads (here: a subnet.env that is not there)
+    const given = await topo.cli(n1, ['status', '--lease-dir', leaseDir, '--subnet-file', join(topo.tmp.path, 'none.env'), '--json']);
+    expect(given.json.daemon).toBeUndefined();
+    expect(given.json.problems).toEqual([`${join(topo.tmp.path, 'none.env')} does not exist: this node holds no lease`]);
+    // a node where no daemon runs
+    const idle = await topo.cli(n3, ['status', '--json']);
+    expect(idle.json.daemon).toBeUndefined();
+    expect(idle.json.notes).toEqual([
+      'no vxlan-flannel daemon (or flanneld) runs in this network namespace, so the defaults were read; give the flags it runs with: ' +
+        '--etcd-endpoints URLS [--etcd-prefix P] or --lease-dir DIR or --kube-subnet-mgr [--kubeconfig-file F --node-name N], and --subnet-file F',
+    ]);
+  });
+
+  it('a pod our plugin ADDed and flannel\'s own plugin DELs: the daemon removes the attachment file flannel\'s DEL leaves', async () => {
+    const pod = await topo.addPod(n1, { delegate: { ipMasq: false } });
+    const dataDir = topo.cniConfig(n1).dataDir as string;
+    const ipamDir = join((topo.cniConfig(n1).ipam as { dataDir: string }).dataDir, `${topo.prefix}-podnet`);
+    const attachment = `${topo.prefix}-podnet:${pod.id}:eth0`;
+    expect(readdirSync(dataDir)).toEqual(expect.arrayContaining([attachment, pod.id]));
+    expect(readdirSync(ipamDir)).toContain(pod.ip);
+    // an attachment from before the switch (the daemon leaves files younger than a minute: an ADD may be in progress)
+    const old = (Date.now() - 120_000) / 1000;
+    utimesSync(join(dataDir, attachment), old, old);
+    // flannel's DEL (flannel.go, consumeScratchNetConf): its <dataDir>/<containerID> to the delegate's DEL, run from
+    // CNI_PATH with the runtime's environment, then that file removed. The delegates: Debian's Go bridge and host-local.
+    const saved = readFileSync(join(dataDir, pod.id), 'utf8');
+    expect(JSON.parse(saved).type).toBe('bridge');
+    const del = await runIn(n1.path, [join(GO_BIN, 'bridge')], { CNI_COMMAND: 'DEL', CNI_CONTAINERID: pod.id, CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH: GO_BIN }, saved);
+    expect(del.code, del.stdout + del.stderr).toBe(0);
+    unlinkSync(join(dataDir, pod.id));
+    expect(topo.json(pod.ns, 'link show').map((l: { ifname: string }) => l.ifname)).toEqual(['lo']);
+    expect(readdirSync(ipamDir)).not.toContain(pod.ip);
+    // what the Go DEL left, the daemon removes on its next periodic pass, and says so
+    await waitFor('the attachment file to go', () => !readdirSync(dataDir).includes(attachment), 30_000, 50);
+    expect(readdirSync(dataDir).filter((f) => f.includes(pod.id))).toEqual([]);
+    await waitFor('the log line', () => d1.log().includes(`removed ${join(dataDir, attachment)}: container ${pod.id} (eth0) was deleted by flannel's own plugin`), 10_000, 20);
+    // the other pods' files stay
+    expect(readdirSync(dataDir)).toContain(`${topo.prefix}-podnet:${p1.id}:eth0`);
+  });
+
   it('a short lease is renewed before it expires', async () => {
     const before = Date.parse(JSON.parse(readFileSync(leaseFile(s1.subnet), 'utf8')).Expiration);
     await waitFor('d1 to renew its 10 s lease', () => Date.parse(JSON.parse(readFileSync(leaseFile(s1.subnet), 'utf8')).Expiration) > before, 30_000, 200);
@@ -116,12 +174,22 @@ describe('vxlan-flannel with the embedded file store', () => {
     const mac = vtepMac(n2);
     expect(await topo.stopDaemon(d2)).toBe(0);
     expect(existsSync(leaseFile(s2.subnet))).toBe(true); // kept for the restart
-    d2 = topo.startDaemon(n2, store);
+    // restarted with klog's flags as flanneld units spell them (Go's single dash): it runs, it does not print a version
+    d2 = topo.startDaemon(n2, store, ['-v=2', '--logtostderr', '-log_dir=/var/log/flannel']);
     await waitFor('d2 to run again', () => /running:/.test(d2.log().split('SIGTERM').at(-1)!), 30_000);
+    expect(d2.proc.exitCode).toBeNull();
     expect((await topo.waitSubnet(d2)).subnet).toBe(s2.subnet);
     expect(vtepMac(n2)).toBe(mac);
-    expect(d2.log()).toMatch(/reusing VTEP flannel.1/);
+    const run = d2.log().split('SIGTERM').at(-1)!;
+    expect(run).toMatch(/reusing VTEP flannel.1/);
+    expect(run).toMatch(/vxlan-flannel: --logtostderr=true: accepted as klog's flag, no effect: logs always go to stderr\n/);
+    expect(run).toMatch(/vxlan-flannel: --log_dir=\/var\/log\/flannel: accepted as klog's flag, no effect: /);
+    expect(run).toMatch(/vxlan-flannel: full pass \(start\): \d+ of \d+ peers programmed, \d+ ms\n/); // -v=1 and up
     expect(await topo.ping(p1, p2.ip)).toBe(true);
+    // a peer's route deleted by hand: the periodic pass puts it back and says it had gone missing
+    topo.ip(n2.ns, `route del ${s1.subnet} dev flannel.1`);
+    await waitFor('the route put back', () => topo.peerState(n2.ns, s1.subnet, vtepMac(n1), n1.ip).route, 30_000, 20);
+    await waitFor('the log line', () => d2.log().includes(`route ${s1.subnet} via ${s1.vtepIP}: was missing, put back (periodic reconcile)`), 10_000, 20);
   });
 
   it('a node leaving is cleaned from the others', async () => {
@@ -251,8 +319,9 @@ describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward r
       const rules = iptRules(n6).join('\n');
       return rules.includes(`-s ${s6.subnet} -d ${COMPAT_NET}`) && rules.includes('-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD');
     }, 30_000, 50);
-    expect(d6!.log()).toMatch(/IPv4 masquerade rules \(iptables\) had been changed or removed: put back/);
-    expect(d6!.log()).toMatch(/IPv4 forward rules \(iptables\) had been changed or removed: put back/);
+    // the line comes once the rules are back: waited for, not read at once
+    await waitFor('the log lines', () => /IPv4 masquerade rules \(iptables\) had been changed or removed: put back/.test(d6!.log()), 10_000, 20);
+    await waitFor('the log lines', () => /IPv4 forward rules \(iptables\) had been changed or removed: put back/.test(d6!.log()), 10_000, 20);
   });
 
   it('/healthz and /readyz: "ok" from what the reconcile found (no command per probe); a VTEP deleted by hand is recreated by the next pass and the probes stay truthful', async () => {
@@ -263,6 +332,34 @@ describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward r
     await waitAndReport('the VTEP to be recreated by a reconcile pass', () => /VTEP flannel.1 was missing \(.*\): recreated/.test(d6!.log()), 30_000, 200);
     await waitAndReport('/healthz and /readyz to be 200 after the pass', async () => (await healthz('/healthz')) === '200 ok' && (await healthz('/readyz')) === '200 ok', 30_000, 200);
     expect(await topo.ping(p7, p6.ip)).toBe(true);
+  });
+
+  it('/healthz answers the node while a host on the underlay holds 64 idle connections to it, reopened as soon as closed', async () => {
+    // the stranger: 64 connections that never send a byte, each reopened the moment it is closed
+    const stranger =
+      "const net = require('net'); let opened = 0, ready = false;" +
+      "const open = () => { opened++; const s = net.connect(+process.argv[2], process.argv[1]); s.on('error', () => {}); s.on('close', () => setImmediate(open));" +
+      " s.on('connect', () => { if (!ready && opened >= 64) { ready = true; console.log('ready'); } }); };" +
+      "for (let i = 0; i < 64; i++) open(); process.on('SIGTERM', () => { console.log('opened', opened); process.exit(0); });";
+    const proc = spawn('nsenter', [`--net=${world.path}`, '--', process.execPath, '-e', stranger, n6.ip, String(HEALTHZ_PORT)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    proc.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    try {
+      await waitFor('the stranger\'s 64 connections', () => out.includes('ready'), 20_000);
+      // the node's probes, as the kubelet's: 20 GETs half a second apart, each given 1 s
+      const poll =
+        "let ok = 0; const one = () => fetch(process.argv[1], { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);" +
+        "(async () => { for (let i = 0; i < 20; i++) { if (await one()) ok++; await new Promise((r) => setTimeout(r, 500)); } console.log(ok); })();";
+      const r = await runIn(n6.path, [process.execPath, '-e', poll, `http://${n6.ip}:${HEALTHZ_PORT}/healthz`]);
+      const ok = Number(r.stdout.trim());
+      proc.kill('SIGTERM');
+      await waitFor('the stranger to report', () => out.includes('opened'), 10_000);
+      process.stdout.write(`[flf] /healthz answered ${ok} of 20 probes while a stranger held 64 idle connections (${out.trim().split('\n').pop()} in all)\n`);
+      expect(ok).toBeGreaterThanOrEqual(18);
+      expect(Number(/opened (\d+)/.exec(out)![1])).toBeGreaterThan(64); // its idle connections were closed (and reopened)
+    } finally {
+      proc.kill('SIGKILL');
+    }
   });
 
   it('--iptables-forward-rules (the default) carries pods\' traffic through a FORWARD policy of DROP (as Docker sets it); with =false it does not', async () => {

@@ -305,6 +305,39 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
     for (const node of [n1, n2, n3]) await waitAndReport(`${node.name} to drop ghost2`, () => !hasRoute(node, '10.88.61.0/24'), 30_000, 20);
   });
 
+  it('a Node whose pod CIDR lies inside n2\'s takes none of n2\'s traffic, nor does one at a loopback or broadcast public-ip: each is logged, nothing of theirs is programmed', async () => {
+    const n2mac = vtep(n2).address;
+    const rogue = (name: string, cidr: string, publicIP: string, mac: string): JsonObject => ({
+      ...registeredNode(name),
+      metadata: { name, annotations: flannelAnnotations(publicIP, mac) },
+      spec: { podCIDR: cidr, podCIDRs: [cidr] } as JsonObject,
+    });
+    await server.createNode(rogue('nested', '10.88.2.128/25', `${UNDERLAY_PREFIX}.70`, '0a:58:0a:58:46:00'));
+    await server.createNode(rogue('same-start', '10.88.2.0/25', `${UNDERLAY_PREFIX}.71`, '0a:58:0a:58:47:00'));
+    await server.createNode(rogue('loopback', '10.88.72.0/24', '127.0.0.1', '0a:58:0a:58:48:00'));
+    await server.createNode(rogue('broadcast', '10.88.73.0/24', '255.255.255.255', '0a:58:0a:58:49:00'));
+    await server.createNode({ ...registeredNode('marker', 74), metadata: { name: 'marker', annotations: flannelAnnotations(`${UNDERLAY_PREFIX}.74`, '0a:58:0a:58:4a:00') } });
+    try {
+      await waitAndReport('n1 to program the marker Node created after them', () => topo.peerState(n1.ns, '10.88.74.0/24', '0a:58:0a:58:4a:00', `${UNDERLAY_PREFIX}.74`).route, 30_000, 20);
+      const log = d1.log();
+      expect(log).toMatch(/ignoring lease 10\.88\.2\.128\/25 \(node "nested"\): overlaps lease 10\.88\.2\.0\/24 \(node "n2"\), which was there first: not programmed/);
+      expect(log).toMatch(/ignoring lease 10\.88\.2\.0\/25 \(node "same-start"\): overlaps lease 10\.88\.2\.0\/24 \(node "n2"\)/);
+      expect(log).toMatch(/ignoring lease 10\.88\.72\.0\/24: PublicIP 127\.0\.0\.1 is a loopback address/);
+      expect(log).toMatch(/ignoring lease 10\.88\.73\.0\/24: PublicIP 255\.255\.255\.255 is the broadcast address/);
+      // n2 keeps its neighbour, FDB entry and route; nothing of the others is in the kernel
+      expect(topo.peerState(n1.ns, '10.88.2.0/24', n2mac, n2.ip)).toMatchObject({ neigh: true, fdb: true, route: true });
+      const routes = routesOn(n1).map((r) => r.dst);
+      for (const dst of ['10.88.2.128/25', '10.88.2.0/25', '10.88.72.0/24', '10.88.73.0/24']) expect(routes).not.toContain(dst);
+      const fdbDst = topo.fdb(n1.ns, 'flannel.1').map((e) => e.dst);
+      expect(fdbDst).not.toContain('127.0.0.1');
+      expect(fdbDst).not.toContain('255.255.255.255');
+      expect(await topo.ping(p1, p2.ip)).toBe(true);
+    } finally {
+      for (const name of ['nested', 'same-start', 'loopback', 'broadcast', 'marker']) await server.deleteNode(name);
+    }
+    await waitAndReport('n1 to drop the marker', () => !hasRoute(n1, '10.88.74.0/24'), 30_000, 20);
+  });
+
   it('drift is repaired from the watched Nodes as with the stores: a peer\'s route, neighbour and FDB entry deleted by hand come back', async () => {
     const mac = vtep(n2).address;
     topo.ip(n1.ns, 'route del 10.88.2.0/24 dev flannel.1');
@@ -330,6 +363,11 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
       ['n2', '10.88.2.0/24', true],
       ['n3', '10.88.3.0/24', true],
     ]);
+    // without flags or variables: the running daemon's (--kube-subnet-mgr from its command line; in-cluster, NODE_NAME and
+    // KUBERNETES_SERVICE_* from its environment), the same report
+    const bare = await topo.cli(n1, ['status', '--json']);
+    expect(bare.code, bare.stdout + bare.stderr).toBe(0);
+    expect(bare.json).toMatchObject({ ...st.json, daemon: expect.stringMatching(/^pid \d+: vxlan-flannel daemon .*--kube-subnet-mgr/), notes: [] });
     // kube-flannel's probes: /healthz (liveness) and /readyz (readiness) on port 8081
     for (const [path, answer] of [['/healthz', '200 ok'], ['/readyz', '200 ok']]) {
       expect(await topo.nodeIn(n1, `fetch('http://127.0.0.1:8081${path}').then(async (r) => console.log(r.status, (await r.text()).trim()))`)).toBe(answer);

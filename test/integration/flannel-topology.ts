@@ -294,8 +294,8 @@ export class Topology {
   }
 
   /**
-   * Starts the daemon on the node (with `--subnet-file` in the temp dir unless
-   * the host has its own files); its log goes to <tmp>/<node>/daemon.log.
+   * Starts the daemon on the node (with `--subnet-file` and `--cni-data-dir` in
+   * the temp dir unless the host has its own files); its log goes to <tmp>/<node>/daemon.log.
    * `--iface eth0` unless `opts.iface` is false (e.g. given as FLANNELD_IFACE
    * in `opts.env`, added to the environment).
    */
@@ -308,7 +308,8 @@ export class Topology {
     const iface = opts.iface === false ? [] : ['--iface', 'eth0'];
     const proc = spawn(
       enter(node)[0],
-      [...enter(node).slice(1), FLANNEL, 'daemon', ...iface, ...(node.root ? [] : ['--subnet-file', subnetFile]), '--reconcile-interval', '1', ...storeArgs, ...extra],
+      // a host without its own files: the node's files in the temp dir (subnet.env, the plugin's dataDir), never the machine's
+      [...enter(node).slice(1), FLANNEL, 'daemon', ...iface, ...(node.root ? [] : ['--subnet-file', subnetFile, '--cni-data-dir', this.cniConfig(node).dataDir as string]), '--reconcile-interval', '1', ...storeArgs, ...extra],
       { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } },
     );
     closeSync(fd);

@@ -1,10 +1,11 @@
-// Integration tests need root, the built executables (scripts and standalone)
-// and the reference tools. Everything is checked here, before any test runs,
+// Integration tests need root, the built executables (scripts and standalone,
+// amd64's and arm64's), the reference tools, and qemu-user's handler for arm64
+// programs. Everything is checked here, before any test runs,
 // and a missing prerequisite fails the run naming it: nothing is skipped in
 // silence. Also builds the project's own libcni driver (test/libcni-driver)
 // and the network policy tests' prober (test/netpol-agent) once for the run;
 // tests find them with inject('libcniDriver') and inject('netpolAgent').
-import { accessSync, constants, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -26,7 +27,8 @@ declare module 'vitest' {
 const REQUIRED_FILES: [string, string][] = [
   ...['host-local', 'bridge', 'vxlan-flannel', 'flannel'].flatMap((p): [string, string][] => [
     [join(ROOT, 'bin', p), 'run `make build`'],
-    [join(ROOT, 'dist/bin', p), 'run `make standalone`'],
+    [join(ROOT, 'dist/bin', p), 'run `make standalone ARCH=amd64`'],
+    [join(ROOT, 'dist/arm64/bin', p), 'run `make standalone ARCH=arm64`'],
   ]),
   // loopback: containerd's CRI adds a loopback network to every pod
   ...['host-local', 'bridge', 'tuning', 'portmap', 'loopback'].map((p): [string, string] => [`/usr/lib/cni/${p}`, 'apt-get install containernetworking-plugins']),
@@ -43,6 +45,7 @@ const REQUIRED_COMMANDS: [string, string][] = [
   ['nft', 'apt-get install nftables'],
   ['go', 'apt-get install golang-go'],
   ['dpkg-deb', 'apt-get install dpkg'],
+  ['readelf', 'apt-get install binutils'], // the architecture of every executable in the package and the images
   ['systemd-analyze', 'apt-get install systemd'],
   ...['containerd', 'ctr'].map((c): [string, string] => [c, 'apt-get install containerd']),
   ['runc', 'apt-get install runc'],
@@ -70,6 +73,28 @@ function missing(): string[] {
     }
   }
   if (!existsSync(LIBCNI)) problems.push(`missing ${LIBCNI} (apt-get install golang-github-appc-cni-dev)`);
+  problems.push(...arm64Problems());
+  return problems;
+}
+
+/**
+ * arm64's executables run here through qemu-user: the binfmt_misc handler,
+ * with the F flag (its interpreter opened at registration, so it also runs in
+ * podman's containers), and the arm64 C and C++ runtime the arm64 Node links.
+ */
+function arm64Problems(): string[] {
+  const fix = 'as root, run scripts/test-prereqs.sh';
+  const handler = '/proc/sys/fs/binfmt_misc/qemu-aarch64';
+  if (!existsSync(handler)) return [`no binfmt_misc handler for arm64 executables (${handler}; ${fix})`];
+  const problems: string[] = [];
+  const text = readFileSync(handler, 'utf8');
+  if (!/^enabled$/m.test(text)) problems.push(`${handler} is disabled (${fix})`);
+  if (!/^flags: .*F/m.test(text)) {
+    problems.push(`${handler} lacks the F flag: containers cannot run arm64 programs (remove it with \`echo -1 >${handler}\`, then ${fix})`);
+  }
+  for (const lib of ['/usr/lib/aarch64-linux-gnu/libc.so.6', '/usr/lib/aarch64-linux-gnu/libstdc++.so.6']) {
+    if (!existsSync(lib)) problems.push(`missing ${lib} (${fix}: libc6:arm64, libstdc++6:arm64)`);
+  }
   return problems;
 }
 

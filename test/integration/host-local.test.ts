@@ -349,7 +349,11 @@ describe('stickyTTL (the Go plugin on the same directory)', () => {
 
     const ls = JSON.parse(sh([OURS, 'ls', '--data-dir', dataDir, '--json']));
     expect(ls).toEqual([expect.objectContaining({ ip: '10.76.0.2', containerID: 'ctr-1', parkedFor: 'prod/db-0', parkedUntil: expect.stringMatching(/^\d{4}-.*Z$/) })]);
-    expect(sh([OURS, 'ls', '--data-dir', dataDir])).toMatch(/10\.76\.0\.2\s+ctr-1\s+eth0\s+\?\s+parked for prod\/db-0 until \d{4}-/);
+    const noConf = join(dataDir, 'no-such-conf-dir');
+    const table = sh([OURS, 'ls', '--data-dir', dataDir, '--conf-dir', noConf]);
+    expect(table).toMatch(/10\.76\.0\.2\s+ctr-1\s+eth0\s+\?\s+parked for prod\/db-0 until \d{4}-/);
+    // the "?" says why under the table
+    expect(table).toMatch(new RegExp(`\nRANGESET \\? \\(\\S+\\): cannot read --conf-dir ${noConf}: ENOENT \\(no such file or directory\\)\n$`));
 
     // The Go plugin fills the rest of the range and never hands out the parked address.
     const goConf = { ...sticky(), cniVersion: '1.0.0' };

@@ -15,13 +15,14 @@
 // then switched to ours, as a rolling update of the DaemonSet would, while a
 // pod on it pings a pod on n1.
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import { Host, Topology, UNDERLAY_PREFIX, enter, fileOf } from './flannel-topology';
 import { waitFor } from '../support/wait';
 import { ROOT, runProcess, sh } from './helpers';
+import { ELF_MACHINE, elfMachines, foreignElf, unpackImage } from './artifacts';
 import { TestCA } from '../support/pki';
 import { KubeApiServerProcess, spawnClusterApiServer } from '../support/kube-apiserver-process';
 import { PrivateContainerd } from './containerd';
@@ -73,8 +74,12 @@ function volumeSource(node: Host, name: string): string {
     return dir;
   }
   const path: string = v.hostPath.path;
-  // the node's own mount namespace holds /run/flannel and /etc/cni/net.d (flannel-topology.ts NODE_DIRS)
+  // the node's own mount namespace holds /run/flannel, /etc/cni/net.d and /var/lib/cni (flannel-topology.ts NODE_DIRS)
   if (path === '/run/flannel' || path === '/etc/cni/net.d') return fileOf(node, path);
+  if (path.startsWith('/var/lib/cni/')) {
+    mkdirSync(fileOf(node, path), { recursive: true });
+    return fileOf(node, path);
+  }
   const local = join(node.root!, 'host', path);
   if (v.hostPath.type === 'FileOrCreate') {
     mkdirSync(join(local, '..'), { recursive: true });
@@ -249,10 +254,14 @@ describe('deploy/kube-flannel.yml with the image, run as a kubelet runs it', () 
     expect(await topo.ping(p2, p1.ip)).toBe(true);
   }, 180_000);
 
-  it('the probes answer on the manifest\'s port: /healthz and /readyz "200 ok"; the Node condition is False', async () => {
+  it('the probes answer on the manifest\'s port: /healthz and /readyz "200 ok"; the Node condition is False; /metrics counts the pod\'s address from host-local\'s directory', async () => {
     for (const node of [n1, n2]) {
       await waitFor(`${node.name}'s /readyz`, async () => (await probe(node, '/readyz')) === '200 ok', 20_000, 200);
       expect(await probe(node, '/healthz')).toBe('200 ok');
+      // the pod attached on each node holds one address of its /24 (253 usable: the gateway .1 is the bridge's)
+      const metrics = await probe(node, '/metrics');
+      expect(metrics).toMatch(/flannel_pod_addresses\{network="cbr0",family="ipv4",state="in_use"\} 1(\n|$)/);
+      expect(metrics).toMatch(/flannel_pod_addresses\{network="cbr0",family="ipv4",state="free"\} \d+(\n|$)/);
       const stored = (await server.getNode(node.name))!;
       expect(stored.status.conditions.find((c: Obj) => c.type === 'NetworkUnavailable')).toMatchObject({ status: 'False', reason: 'FlannelIsUp' });
     }
@@ -344,6 +353,29 @@ describe('deploy/kube-flannel.yml with the image, run as a kubelet runs it', () 
     expect(await logsOf(running.n3)).toMatch(/reusing VTEP flannel\.1/);
     expect(await topo.ping(p3, p2.ip)).toBe(true);
   }, 180_000);
+
+  it('holds x86-64 executables and libraries only (its Debian layer\'s too); its config says linux/amd64 (arm64\'s: arm64.test.ts)', () => {
+    const image = unpackImage(IMAGE_TAR, join(topo.tmp.path, 'unpacked'));
+    expect(image.config).toMatchObject({ architecture: 'amd64', os: 'linux' });
+    const machines = elfMachines(image.root);
+    expect(machines.size).toBeGreaterThan(100);
+    for (const f of ['opt/cni-ts/bin/vxlan-flannel', 'usr/sbin/xtables-nft-multi', 'usr/bin/ip', 'usr/bin/nsenter']) {
+      expect(machines.has(f), f).toBe(true);
+    }
+    expect(foreignElf(machines, ELF_MACHINE.amd64)).toEqual([]);
+  }, 60_000);
+
+  it('the image carries our LICENSE and the build\'s third-party notices, and is dated by the commit it was built from', () => {
+    const member = (archive: string | Buffer, name: string): Buffer =>
+      execFileSync('tar', ['-xOf', typeof archive === 'string' ? archive : '-', name], { ...(typeof archive === 'string' ? {} : { input: archive }), maxBuffer: 1 << 30 });
+    const [{ Config, Layers }] = JSON.parse(member(IMAGE_TAR, 'manifest.json').toString());
+    const config = JSON.parse(member(IMAGE_TAR, Config).toString());
+    const commit = Number(sh(['git', '-C', ROOT, 'log', '-1', '--format=%ct']).trim());
+    expect(config.created).toBe(new Date(commit * 1000).toISOString());
+    const ours = member(IMAGE_TAR, Layers.at(-1));
+    expect(member(ours, 'usr/share/doc/cni-ts/LICENSE').toString()).toBe(readFileSync(join(ROOT, 'LICENSE'), 'utf8'));
+    expect(member(ours, 'usr/share/doc/cni-ts/THIRD-PARTY-NOTICES').toString()).toBe(readFileSync(join(ROOT, 'dist/THIRD-PARTY-NOTICES'), 'utf8'));
+  });
 
   it('containerd takes the same archive: `ctr images import` gives the image the manifest names', async () => {
     const ctrd = await PrivateContainerd.start({ name: 'kfi', bridge: 'kfi-ctrd', subnet: '10.77.241.0/24' });

@@ -1,11 +1,13 @@
 // The Debian package (make deb -> packaging/deb.sh): contents, control file,
 // a dpkg install into a throwaway root (never onto this machine) and the
-// systemd units through `systemd-analyze verify`.
+// systemd units through `systemd-analyze verify`; and arm64's (make deb
+// ARCH=arm64): the same files, arm64's executable.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, sh, tempDir } from './helpers';
+import { ELF_MACHINE, elfMachines, foreignElf } from './artifacts';
 
 const PLUGINS = ['host-local', 'bridge', 'vxlan-flannel', 'flannel'];
 const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
@@ -15,13 +17,37 @@ let deb: string;
 beforeAll(() => {
   tmp = tempDir('deb');
   deb = join(tmp.path, `cni-ts_${version}_amd64.deb`);
-  execFileSync('bash', [join(ROOT, 'packaging/deb.sh'), version, 'amd64', deb], { cwd: ROOT, stdio: 'pipe' });
+  buildDeb('amd64', deb);
 }, 300_000);
 afterAll(() => tmp?.remove());
 
 /** dpkg into a root of its own: its own database, maintainer scripts told DPKG_ROOT (no chroot). */
 function dpkg(root: string, ...args: string[]): string {
   return sh(['dpkg', `--root=${root}`, '--force-depends', '--force-script-chrootless', ...args]);
+}
+
+/** Builds the package of `arch` from `binDir` (packaging/deb.sh's default: where make puts that arch's executables). */
+function buildDeb(arch: string, out: string, binDir?: string): void {
+  execFileSync('bash', [join(ROOT, 'packaging/deb.sh'), version, arch, out, ...(binDir ? [binDir] : [])], { cwd: ROOT, stdio: 'pipe' });
+}
+
+/** The package's files as `dpkg-deb -c` lists them, without sizes and dates: mode, owner, path (and link target). */
+function contents(file: string): string[] {
+  return sh(['dpkg-deb', '-c', file])
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const f = l.split(/\s+/);
+      return [f[0], f[1], ...f.slice(5)].join(' ');
+    });
+}
+
+/** Extracts the package into `root`: its ELF files are the four plugins, all for `machine`. */
+function expectOnlyElf(file: string, root: string, machine: string): void {
+  sh(['dpkg-deb', '-x', file, root]);
+  const machines = elfMachines(root);
+  expect([...machines.keys()].sort()).toEqual(PLUGINS.map((p) => `opt/cni/bin/${p}`).sort());
+  expect(foreignElf(machines, machine)).toEqual([]);
 }
 
 describe('make install, install-standalone and uninstall', () => {
@@ -48,6 +74,31 @@ describe('make install, install-standalone and uninstall', () => {
 });
 
 describe('the .deb', () => {
+  it('carries the third-party notices the build made, naming every npm package the bundles hold, and a copyright file pointing to them', async () => {
+    const root = join(tmp.path, 'extract');
+    sh(['dpkg-deb', '-x', deb, root]);
+    const notices = readFileSync(join(root, 'usr/share/doc/cni-ts/THIRD-PARTY-NOTICES'), 'utf8');
+    expect(notices).toBe(readFileSync(join(ROOT, 'dist/THIRD-PARTY-NOTICES'), 'utf8'));
+    expect(readFileSync(join(root, 'usr/share/doc/cni-ts/copyright'), 'utf8')).toMatch(/^cni-ts\n\nLicense: Apache-2\.0\n[^]*\/usr\/share\/doc\/cni-ts\/THIRD-PARTY-NOTICES lists each with its license text\.\n$/);
+    // the build's own list against an esbuild metafile of the entry points made here
+    const { build } = await import('esbuild');
+    const dirs = new Set<string>();
+    for (const b of ['host-local', 'bridge', 'vxlan-flannel']) {
+      for (const entry of [`src/cmd/${b}.ts`, `src/cli/${b}.ts`]) {
+        const r = await build({ entryPoints: [join(ROOT, entry)], absWorkingDir: ROOT, bundle: true, platform: 'node', write: false, metafile: true, logLevel: 'silent' });
+        for (const i of Object.keys(r.metafile.inputs)) {
+          const m = /^(?:.*\/)?node_modules\/(?:@[^/]+\/)?[^/]+(?=\/)/.exec(i);
+          if (m) dirs.add(m[0]);
+        }
+      }
+    }
+    expect(dirs.size).toBeGreaterThan(10);
+    for (const dir of dirs) {
+      const pkg = JSON.parse(readFileSync(join(ROOT, dir, 'package.json'), 'utf8'));
+      expect(notices, dir).toContain(`\n${pkg.name} ${pkg.version} (${pkg.license})\n`);
+    }
+  }, 60_000);
+
   it('holds the four plugins as one executable, the unit, its defaults and the sample configs', () => {
     const listing = sh(['dpkg-deb', '-c', deb]);
     const entries = listing.split('\n').filter(Boolean).map((l) => l.split(/\s+/).slice(5).join(' '));
@@ -64,6 +115,10 @@ describe('the .deb', () => {
     // the units' Documentation= and the defaults files point at these
     for (const f of ['README.md', 'host-local.md', 'vxlan-flannel.md', 'bridge.md']) expect(entries).toContain(`./usr/share/doc/cni-ts/${f}`);
     expect(listing.split('\n')[0]).toMatch(/^drwxr-xr-x root\/root .* \.\/$/); // dpkg would make / 0700
+  });
+
+  it('holds x86-64 executables and libraries only (readelf -h of every ELF file in it)', () => {
+    expectOnlyElf(deb, join(tmp.path, 'extract-elf'), ELF_MACHINE.amd64);
   });
 
   it('installs the file that holds ETCD_PASSWORD readable by root only; the rest as usual', () => {
@@ -154,5 +209,42 @@ describe('the .deb', () => {
     for (const script of ['postinst', 'prerm', 'postrm']) expect(sh(['dpkg-deb', '-I', deb, script])).not.toMatch(/systemctl (enable|start)/);
     expect(readFileSync(join(root, 'etc/default/host-local-repair'), 'utf8')).toMatch(/^HOST_LOCAL_REPAIR_OPTS="--runtime-endpoint unix:\/\/\/run\/containerd\/containerd\.sock"$/m);
     expect(verify(root, join(units, 'host-local-repair.timer'), join(units, 'host-local-repair.service'))).toBe('');
+  });
+});
+
+describe('the arm64 .deb (make deb ARCH=arm64)', () => {
+  let arm64Deb: string;
+  beforeAll(() => {
+    arm64Deb = join(tmp.path, `cni-ts_${version}_arm64.deb`);
+    const t0 = Date.now();
+    buildDeb('arm64', arm64Deb);
+    const sizes = `${statSync(arm64Deb).size} bytes (amd64's: ${statSync(deb).size})`;
+    process.stdout.write(`[deb] packaging/deb.sh arm64: ${Date.now() - t0} ms, ${sizes}\n`);
+  }, 300_000);
+
+  it('holds the same files as amd64\'s, with the same modes and links; its control file differs in the architecture and size only', () => {
+    expect(contents(arm64Deb)).toEqual(contents(deb));
+    const control = (file: string) => sh(['dpkg-deb', '-f', file]).replace(/^(Architecture|Installed-Size): .*\n/gm, '');
+    expect(control(arm64Deb)).toBe(control(deb));
+    expect(sh(['dpkg-deb', '-f', arm64Deb, 'Architecture'])).toBe('arm64\n');
+  });
+
+  it('holds AArch64 executables and libraries only, which run (here through qemu-user)', () => {
+    const root = join(tmp.path, 'extract-arm64');
+    expectOnlyElf(arm64Deb, root, ELF_MACHINE.arm64);
+    expect(sh([join(root, 'opt/cni/bin/flannel'), '--version']).trim()).toBe(version);
+  });
+
+  it('is never made from another architecture\'s executables: deb.sh refuses, and writes nothing', () => {
+    const out = join(tmp.path, 'wrong.deb');
+    let err: { status?: number; stderr?: Buffer } = {};
+    try {
+      buildDeb('arm64', out, 'dist/bin');
+    } catch (e) {
+      err = e as typeof err;
+    }
+    expect(err.status).toBe(1);
+    expect(err.stderr?.toString()).toContain('deb: dist/bin/host-local is Advanced Micro Devices X86-64, not arm64\'s AArch64');
+    expect(existsSync(out)).toBe(false);
   });
 });

@@ -7,7 +7,8 @@
 // portmap runs with dist/bin in bridge-interop.test.ts.
 // Subnets: flannel network 10.93.0.0/16, underlay 192.168.93.0/24.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Lab } from './bridge-helpers';
@@ -126,7 +127,7 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     const set = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'network', 'set', '--network', '10.93.0.0/16', '--lease-dir', leaseDir]);
     expect(set.code, set.stderr).toBe(0);
 
-    const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile]);
+    const argv = withoutNode(['nsenter', `--net=${lab.hostPath}`, '--', flannel, 'daemon', '--iface', 'under0', '--lease-dir', leaseDir, '--subnet-file', subnetFile, '--cni-data-dir', join(dir, 'cni')]);
     // CNI_TS_CODE_CACHE_DIR in the environment: a daemon command line stays the daemon.
     // GLIBC_TUNABLES: an operator's own malloc setting, which the daemon keeps.
     const tunables = 'glibc.malloc.arena_max=4';
@@ -170,9 +171,10 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     const table = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', bridge, 'masq', '--network', 'cbr0']);
     expect(table.code, table.stderr).toBe(0);
     const podIp = added.json.ips[0].address.split('/')[0];
-    expect(table.stdout).toMatch(new RegExp(`^NETWORK +ATTACHMENT +IPS +MASQUERADE +BACKEND\n[0-9a-f]{8} +[0-9a-f]{20} +${podIp.replaceAll('.', '\\.')} +yes +iptables\n$`));
+    // named as the rules' comment names them: the network, not its hash
+    expect(table.stdout).toMatch(new RegExp(`^NETWORK +CONTAINER +IFNAME +IPS +MASQUERADE +BACKEND +TAG\ncbr0 +pod1 +eth0 +${podIp.replaceAll('.', '\\.')} +yes +iptables +[0-9a-f]{20}\n$`));
     const json = await noNode(['nsenter', `--net=${lab.hostPath}`, '--', bridge, 'masq', '--network', 'cbr0', '--json']);
-    expect(JSON.parse(json.stdout)).toMatchObject([{ ips: [podIp], masquerades: true, backend: 'iptables' }]);
+    expect(JSON.parse(json.stdout)).toMatchObject([{ network: 'cbr0', containerId: 'pod1', ifname: 'eth0', ips: [podIp], masquerades: true, backend: 'iptables' }]);
     const checked = await drive('check');
     expect(checked.code, checked.stdout + checked.stderr).toBe(0);
     const deleted = await drive('del');
@@ -183,5 +185,56 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     daemon!.kill('SIGTERM');
     expect(await exited, daemonLog).toBe(0);
     expect(daemonLog).toMatch(/SIGTERM: stopping/);
+  });
+});
+
+describe('install-plugin and install-conf as init containers run them', () => {
+  it('four at once, each pid 1 in its own pid namespace (overlapping rollouts), ten times: every one succeeds and the installed files are whole', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'sa-install-'));
+    try {
+      const bin = join(tmp, 'bin');
+      const netd = join(tmp, 'net.d');
+      mkdirSync(bin);
+      mkdirSync(netd);
+      const conf = join(tmp, 'cni-conf.json');
+      writeFileSync(conf, '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true}}]}');
+      const exe = join(STANDALONE_BIN, 'vxlan-flannel');
+      // as pid 1 each: the temp names of the old code (".<name>.<pid>.tmp") were the same in all four
+      const asPid1 = (argv: string[]) => runProcess(['unshare', '--pid', '--fork', '--', ...argv], { PATH }, '');
+      for (let round = 0; round < 10; round++) {
+        rmSync(join(bin, 'flannel'), { force: true }); // a new version each round: every installer copies
+        rmSync(join(netd, '10-flannel.conflist'), { force: true });
+        const runs = await Promise.all(
+          Array.from({ length: 4 }, (_, i) =>
+            i % 2 ? asPid1([exe, 'install-conf', conf, join(netd, '10-flannel.conflist')]) : asPid1([exe, 'install-plugin', '--from', exe, bin, 'flannel']),
+          ),
+        );
+        for (const r of runs) expect([r.code, r.stderr], `round ${round}`).toEqual([0, '']);
+        expect(readdirSync(bin)).toEqual(['flannel']); // no temp file left
+        expect(statSync(join(bin, 'flannel')).size).toBe(statSync(exe).size);
+        expect(statSync(join(bin, 'flannel')).mode & 0o777).toBe(0o755);
+        expect(readFileSync(join(netd, '10-flannel.conflist'), 'utf8')).toBe(readFileSync(conf, 'utf8'));
+      }
+      const installed = await runProcess([join(bin, 'flannel')], { CNI_COMMAND: 'VERSION', PATH }, '{"cniVersion":"1.0.0"}');
+      expect([installed.code, installed.json?.cniVersion]).toEqual([0, '1.0.0']);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('credentials in a URL', () => {
+  it('are refused and never printed, by either form of the daemon', async () => {
+    for (const exe of [join(OUR_BIN, 'vxlan-flannel'), join(STANDALONE_BIN, 'vxlan-flannel')]) {
+      for (const args of [
+        ['--kube-subnet-mgr', '--node-name', 'n1', '--kube-api-url', 'https://:hunter2@127.0.0.1:1/'],
+        ['--etcd-endpoints', 'http://root:hunter2@127.0.0.1:1'],
+      ]) {
+        const r = await runProcess([exe, 'daemon', '--subnet-file', '/nonexistent/subnet.env', ...args], { PATH }, '');
+        expect(r.code, `${exe} ${args.join(' ')}`).toBe(1);
+        expect(r.stderr).toMatch(/must not carry a user or password/);
+        expect(r.stdout + r.stderr).not.toContain('hunter2');
+      }
+    }
   });
 });

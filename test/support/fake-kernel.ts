@@ -8,9 +8,10 @@
 // answers the firewall commands too. Installed with setRunner and setProcSys,
 // so plugin and daemon logic run unchanged against it. Tests check the state
 // it ends in, not the order of the lines that made it.
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setProcSys, setRunner, type ProcSys, type RunResult, type Runner } from '../../src/iproute/exec';
-import { setNetnsRunDirs } from '../../src/iproute/netns';
+import { NSFS_MAGIC, setFsTypeOf, setNetnsRunDirs } from '../../src/iproute/netns';
 import { IP, Prefix } from '../../src/net/ip';
 import type { FakeFirewall } from './fake-firewall';
 
@@ -89,7 +90,7 @@ export class FakeKernel {
   readonly replies = new Map<string, (r: Recorded) => RunResult>();
   /** IPv6 DAD: an address listed here shows as tentative for `shows` reads, or as dadfailed. */
   readonly dad = new Map<string, { failed?: boolean; shows: number }>();
-  private prev?: { runner: Runner; procSys: ProcSys; runDirs?: readonly string[] };
+  private prev?: { runner: Runner; procSys: ProcSys; runDirs?: readonly string[]; fsType: (path: string) => number };
   /** `ip -n NAME` exits as ip does where it may not remount /sys for the namespace. */
   ipCannotEnter = false;
   /** With install({ netnsRunDir }): where `ip -n NAME` finds NAME (namespaces are files there). */
@@ -117,6 +118,8 @@ export class FakeKernel {
       }),
       procSys: setProcSys(procSys),
       runDirs: o.netnsRunDir ? setNetnsRunDirs([o.netnsRunDir]) : undefined,
+      // the fake's namespaces are plain files: any file there is one (a missing one is missing, as for real)
+      fsType: setFsTypeOf((path) => (statSync(path), NSFS_MAGIC)),
     };
     this.runDir = o.netnsRunDir;
     return this;
@@ -127,6 +130,7 @@ export class FakeKernel {
     setRunner(this.prev.runner);
     setProcSys(this.prev.procSys);
     if (this.prev.runDirs) setNetnsRunDirs(this.prev.runDirs);
+    setFsTypeOf(this.prev.fsType);
   }
 
   links(netns = ''): Map<string, FakeLink> {

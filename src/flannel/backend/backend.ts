@@ -27,6 +27,8 @@ export interface ExternalInterface {
   publicIPv6?: IP;
   /** The subnets `dev` is directly on (its IPv4 and global IPv6 prefixes): DirectRouting's input. */
   subnets: Prefix[];
+  /** Every address of this node's interfaces: no peer's public address may be one (backend/public-address.ts). */
+  ownAddresses?: IP[];
   mtu: number;
 }
 
@@ -112,6 +114,30 @@ export function recordRefused(state: SideState, subjects: readonly (string | und
   state.failed = [...failed];
 }
 
+/**
+ * A pass's change lines for the log, but those at `omit` (refused). A full
+ * pass that adds an entry of a peer the last pass had programmed, unchanged
+ * since (`unchanged(subject)`), has found it gone: deleted by hand or by
+ * another program. The line says so ("...: was missing, put back"), as the
+ * drift it is, not as a new peer's entry.
+ */
+export function changeLines(
+  plan: { changes: readonly string[]; subjects: readonly (string | undefined)[] },
+  unchanged: (subject: string) => boolean,
+  omit?: ReadonlySet<number>,
+): string[] {
+  const lines: string[] = [];
+  plan.changes.forEach((c, i) => {
+    if (omit?.has(i)) return;
+    const subject = plan.subjects[i];
+    lines.push(subject !== undefined && c.endsWith(': added') && unchanged(subject) ? `${c.slice(0, -': added'.length)}: ${PUT_BACK}` : c);
+  });
+  return lines;
+}
+
+/** How changeLines words an entry a full pass found missing. */
+export const PUT_BACK = 'was missing, put back';
+
 /** Leases that left and came since the last pass, compared by identity (the manager's LeaseDelta). */
 export interface LeaseChanges {
   removed: readonly Lease[];
@@ -128,6 +154,8 @@ export interface BackendMetrics {
 /** What the daemon lends a backend: its log, its reporter of conditions met on every pass, a full pass on request, /metrics. */
 export interface BackendContext {
   log: Log;
+  /** klog's -v (DaemonOptions.logDetail): 2 and above logs every change, never a summary line. */
+  detail?: number;
   problems: Reporter;
   /** Asks for a full pass soon (a changes pass the kernel refused). */
   resync(why: string): void;

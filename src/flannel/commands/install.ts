@@ -6,9 +6,18 @@
 // moment, and sees the old file or the new one, never a torn one. A target
 // that already holds the same bytes is left alone (no write per pod restart).
 // Nothing is changed when the input is refused.
+//
+// They write into the host's directories from a container, where several
+// may run at once (all as pid 1) and where a file may have been planted: the
+// temp file is created exclusively under a random name, never through a
+// symlink, written, given its mode and synced through its descriptor, then
+// renamed; no path is chmod'ed afterwards. What is copied is never made
+// readable or executable by more than the source was, and install-plugin
+// copies only an executable of ours (its build stamp).
 import * as fs from 'node:fs';
-import { basename, dirname, join } from 'node:path';
-import { removeFile, writeFileAtomic } from '../../util/fs';
+import { dirname, join } from 'node:path';
+import { readBuildStamp } from '../../cni/build-stamp';
+import { createTempBeside, removeFile, replaceWith, writeFileAtomic } from '../../util/fs';
 
 /** The names the one executable answers to (build.mjs links it under each). */
 export const PLUGIN_NAMES = ['flannel', 'bridge', 'host-local', 'vxlan-flannel'] as const;
@@ -37,23 +46,27 @@ function sameFile(path: string, source: string): boolean {
   }
 }
 
-/** Copies `source` to `target` through a temp file beside it, made executable, synced, then renamed over it. */
-function copyExecutableAtomic(source: string, target: string): void {
-  const tmp = join(dirname(target), `.${basename(target)}.${process.pid}.tmp`);
+/** Copies `source` to `target` through a temp file beside it: written, given `mode` and synced through its descriptor, then renamed over it. */
+function copyExecutableAtomic(source: string, target: string, mode: number): void {
+  const { fd, tmp } = createTempBeside(target);
+  let from: number | undefined;
   try {
-    fs.copyFileSync(source, tmp);
-    fs.chmodSync(tmp, 0o755);
-    const fd = fs.openSync(tmp, 'r');
-    try {
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+    from = fs.openSync(source, fs.constants.O_RDONLY);
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (let n = fs.readSync(from, buf); n > 0; n = fs.readSync(from, buf)) {
+      for (let done = 0; done < n; ) done += fs.writeSync(fd, buf, done, n - done);
     }
-    fs.renameSync(tmp, target);
+    fs.fchmodSync(fd, mode);
+    fs.fsyncSync(fd);
   } catch (err) {
+    fs.closeSync(fd);
     removeFile(tmp);
     throw err;
+  } finally {
+    if (from !== undefined) fs.closeSync(from);
   }
+  fs.closeSync(fd);
+  replaceWith(tmp, target);
 }
 
 /**
@@ -74,6 +87,10 @@ export function installPlugin(source: string, destDir: string, names: readonly s
     throw new Error(`cannot read the plugin executable ${source}: ${(err as Error).message}`);
   }
   if (!st.isFile()) throw new Error(`the plugin executable ${source} is not a file`);
+  if (!readBuildStamp(source)) throw new Error(`${source} is not an executable of cni-ts (it has no build stamp): only the plugins are installed`);
+  // never more than the source allows: rwxr-xr-x at most
+  const mode = st.mode & 0o755;
+  if (!(mode & 0o100)) throw new Error(`the plugin executable ${source} is not executable (mode ${(st.mode & 0o7777).toString(8)})`);
   if (!fs.statSync(destDir, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`${destDir} is not a directory (mount the host's CNI bin directory there)`);
   const done: string[] = [];
   for (const n of [...new Set(names)]) {
@@ -82,7 +99,7 @@ export function installPlugin(source: string, destDir: string, names: readonly s
       done.push(`${target} is up to date`);
       continue;
     }
-    copyExecutableAtomic(source, target);
+    copyExecutableAtomic(source, target, mode);
     done.push(`installed ${target}`);
   }
   return done;
@@ -96,7 +113,9 @@ export function installPlugin(source: string, destDir: string, names: readonly s
  */
 export function installConf(source: string, target: string): string {
   let text: string;
+  let sourceMode: number;
   try {
+    sourceMode = fs.statSync(source).mode;
     text = fs.readFileSync(source, 'utf8');
   } catch (err) {
     throw new Error(`cannot read ${source}: ${(err as Error).message}`);
@@ -104,8 +123,8 @@ export function installConf(source: string, target: string): string {
   let conf: unknown;
   try {
     conf = JSON.parse(text);
-  } catch (err) {
-    throw new Error(`${source} is not JSON: ${(err as Error).message}`);
+  } catch {
+    throw new Error(`${source} is not JSON`); // not the parser's message: it quotes the text, and the file may be anyone's
   }
   if (typeof conf !== 'object' || conf === null || Array.isArray(conf)) throw new Error(`${source} is not a JSON object`);
   const c = conf as Record<string, unknown>;
@@ -124,8 +143,8 @@ export function installConf(source: string, target: string): string {
     current = undefined;
   }
   if (current === text) return `${target} is up to date`;
-  // a CNI config is read by the runtime and by tools that list networks: readable by all, as flannel's
-  writeFileAtomic(target, text, { mode: 0o644, durable: true });
-  fs.chmodSync(target, 0o644);
+  // a CNI config is read by the runtime and by tools that list networks: readable by all, as flannel's,
+  // unless the source itself is not
+  writeFileAtomic(target, text, { mode: 0o644 & sourceMode, durable: true });
   return `installed ${target}`;
 }

@@ -10,13 +10,14 @@ import { isPermanent } from '../../iproute/neigh';
 import { IP, Prefix } from '../../net/ip';
 import { LeaseSubnets, describeSubnets, leaseKey, subnetOf } from '../lease';
 import { parseNetworkConfig } from '../netconfig';
-import { Actual, Peer, desiredPeers, isDirectPeer, readActual } from '../backend/vxlan/peers';
+import { Actual, Peer, isDirectPeer, readActual } from '../backend/vxlan/peers';
+import { desiredPeers } from '../backend/vxlan/peer-index';
 import type { LeaseList } from '../manager';
 import { parseSubnetEnv, subnetsOf } from '../subnet-env';
 import { vtep6Name, vtepName } from '../backend/vxlan/vtep';
-import { getLink, isUp, linkMac, type IpLink } from '../../iproute/link';
+import { getLink, isUp, linkMac, listLinks, type IpLink } from '../../iproute/link';
 import { vxlanAttrs } from '../../iproute/vxlan';
-import { connectedSubnets } from '../daemon/underlay';
+import { allAddresses, connectedSubnets } from '../daemon/underlay';
 import { desiredRoutes, readRoutes } from '../backend/host-gw/routes';
 import type { Lease } from '../lease';
 import type { NetworkConfig, Pool } from '../netconfig';
@@ -68,6 +69,8 @@ interface VtepStatus {
 }
 
 export interface StatusReport {
+  /** The daemon whose flags status read (`vxlan-flannel status` without flags), as its command line. */
+  daemon?: string;
   store: string;
   node?: NodeStatus;
   network?: { backend: string; network?: string; subnetLen?: number; ipv6Network?: string; ipv6SubnetLen?: number; vni?: number; port?: number };
@@ -89,6 +92,8 @@ export interface StatusReport {
   ipv6Peers: PeerStatus[];
   ignored: string[];
   problems: string[];
+  /** What the reader should know about how status looked (no daemon found, its environment unreadable). */
+  notes: string[];
 }
 
 const same = (a: string | undefined, b: string) => a !== undefined && (IP.parse(a)?.toString() ?? a) === b;
@@ -117,7 +122,7 @@ function peerStatus(p: Peer, actual: Actual, direct: boolean): PeerStatus {
 }
 
 export async function collectStatus(store: StatusSource, subnetFile: string): Promise<StatusReport> {
-  const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [] };
+  const report: StatusReport = { store: store.description, peers: [], ipv6Peers: [], ignored: [], problems: [], notes: [] };
   if (store.ownNode) {
     const node = (report.node = await store.ownNode());
     const name = JSON.stringify(node.name);
@@ -160,8 +165,9 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
     ...(a?.v6VtepMAC ? { v6VtepMAC: a.v6VtepMAC } : {}),
   };
   if (!own) report.problems.push(`lease ${describeSubnets(mine)} is not in the store`);
+  const ours = allAddresses(await listLinks()); // judged as the daemon judges them: no peer at an address of ours
   if (cfg.backend === 'host-gw') {
-    await hostGwPeers(report, cfg, mine, leases, a?.publicIP, a?.publicIPv6);
+    await hostGwPeers(report, cfg, mine, leases, ours, a?.publicIP, a?.publicIPv6);
     return report;
   }
 
@@ -188,7 +194,7 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
     else report.vtep6 = vtep;
     if (!link) continue;
 
-    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link) };
+    const self = { subnet, publicIP: family === 4 ? a?.publicIP : a?.publicIPv6, vni: cfg.vni, mac: linkMac(link), own: ours };
     const { peers, skipped } = desiredPeers(leases, self, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
     const direct = cfg.directRouting ? await directSubnets(link) : [];
@@ -206,12 +212,12 @@ export async function collectStatus(store: StatusSource, subnetFile: string): Pr
 }
 
 /** host-gw: each peer's route via its public address (on whichever device the kernel has it). */
-async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: LeaseSubnets, leases: Lease[], publicIP?: IP, publicIPv6?: IP): Promise<void> {
+async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: LeaseSubnets, leases: Lease[], own: IP[], publicIP?: IP, publicIPv6?: IP): Promise<void> {
   for (const family of [4, 6] as const) {
     const pool: Pool | undefined = family === 4 ? cfg.v4 : cfg.v6;
     const subnet = subnetOf(mine, family);
     if (!pool || !subnet) continue;
-    const { peers, skipped } = desiredRoutes(leases, { subnet, publicIP: family === 4 ? publicIP : publicIPv6 }, pool.network);
+    const { peers, skipped } = desiredRoutes(leases, { subnet, publicIP: family === 4 ? publicIP : publicIPv6, own }, pool.network);
     report.ignored.push(...skipped.map((s) => (cfg.v4 && cfg.v6 ? `IPv${family}: ${s}` : s)));
     const routes = await readRoutes(pool.network);
     for (const p of peers) {
@@ -226,7 +232,7 @@ async function hostGwPeers(report: StatusReport, cfg: NetworkConfig, mine: Lease
 }
 
 export function formatStatus(r: StatusReport): string {
-  const lines: string[] = [`store:   ${r.store}`];
+  const lines: string[] = [...(r.daemon ? [`daemon:  ${r.daemon}`] : []), `store:   ${r.store}`];
   if (r.node) {
     const cond = r.node.networkUnavailable;
     lines.push(`node:    ${r.node.name}${r.node.exists ? `, NetworkUnavailable ${cond ? `${cond.status}${cond.reason ? ` (${cond.reason})` : ''}` : 'not set'}` : ' MISSING'}`);
@@ -267,6 +273,7 @@ export function formatStatus(r: StatusReport): string {
     lines.push('peers:   none');
   }
   for (const s of r.ignored) lines.push(`ignored: ${s}`);
+  for (const n of r.notes) lines.push(`note:    ${n}`);
   for (const p of r.problems) lines.push(`problem: ${p}`);
   lines.push(r.problems.length ? `state:   DEGRADED (${r.problems.length} problem${r.problems.length > 1 ? 's' : ''})` : 'state:   ok');
   return lines.join('\n') + '\n';

@@ -26,6 +26,7 @@ import { formatSubnetEnv, writeSubnetEnv } from '../subnet-env';
 import { TrafficKeeper, TrafficSettings } from '../traffic/keeper';
 import { UnderlayOptions, describeUnderlay, findUnderlay } from './underlay';
 import { ensureBlackhole, removeBlackhole } from './blackhole';
+import { reclaimLeftovers } from './leftovers';
 import { SideState, describePeers, overlayProblem } from './overlay-state';
 import type { DaemonMetrics } from './metrics';
 
@@ -37,9 +38,13 @@ export interface DaemonOptions extends UnderlayOptions {
   traffic: TrafficSettings;
   /** --ip-blackhole-route: a blackhole route for our own subnets (blackhole.ts). */
   ipBlackholeRoute?: boolean;
+  /** The flannel CNI plugin's dataDir (--cni-data-dir): attachment files flannel's own plugin left there are removed (leftovers.ts). */
+  cniDataDir?: string;
   releaseOnExit: boolean;
   /** Where log lines go, one per call (control characters are escaped before). */
   log: Log;
+  /** How much to log, klog's -v (cli/klog-flags.ts): 0 changes and problems, 1 a line per pass, 2 every change. */
+  logDetail?: number;
   /** What /metrics exports (metrics.ts); none: nothing is counted. */
   metrics?: DaemonMetrics;
   /** Called after each full pass (run-daemon.ts: gives the memory a full pass used back). */
@@ -154,6 +159,7 @@ export class Daemon {
       log: this.log,
       problems: this.problems,
       resync: (why) => this.loop.request(why, true),
+      detail: o.logDetail ?? 0,
       ...(this.metrics ? { metrics: this.metrics } : {}),
     }));
     this.log(`network ${describeNetwork(cfg)}; ${backend.description}`);
@@ -235,12 +241,21 @@ export class Daemon {
     // back after a failure: changes may have been missed meanwhile, so compare everything once
     const back = this.watchTroubles.clearAll();
     if (back && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
+    else if ((this.opts.logDetail ?? 0) >= 2) this.log(`watch: ${why}`);
     this.loop.request(why, back);
   }
 
-  /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back. */
+  /** Before each periodic reconcile: the source's housekeeping, IPv6 forwarding put back, what flannel's plugin left. */
   private async housekeeping(): Promise<void> {
     await this.manager.tidy().catch((err) => this.problems.report('tidy', (err as Error).message));
+    if (this.opts.cniDataDir) {
+      try {
+        for (const line of reclaimLeftovers(this.opts.cniDataDir)) this.log(line);
+        this.problems.clear('leftovers');
+      } catch (err) {
+        this.problems.report('leftovers', `cannot remove what flannel's plugin left in ${this.opts.cniDataDir}: ${(err as Error).message}`);
+      }
+    }
     if (this.families.some((s) => s.family === 6)) await this.ipv6Forwarding(false).catch((err) => this.problems.report('fwd6', `cannot turn IPv6 forwarding on: ${(err as Error).message}`));
   }
 
@@ -276,7 +291,11 @@ export class Daemon {
       this.problems.report('reconcile', `reconcile failed: ${(err as Error).message}; retrying on each reconcile`);
     } finally {
       const cpu = process.cpuUsage(cpuBefore);
-      this.metrics?.reconciled(full ? 'full' : 'changes', (performance.now() - started) / 1000, ok, (cpu.user + cpu.system) / 1e6);
+      const seconds = (performance.now() - started) / 1000;
+      this.metrics?.reconciled(full ? 'full' : 'changes', seconds, ok, (cpu.user + cpu.system) / 1e6);
+      if ((this.opts.logDetail ?? 0) >= 1) {
+        this.log(`${full ? 'full' : 'changes'} pass (${why}): ${describePeers(this.overlay)}, ${Math.round(seconds * 1000)} ms${ok ? '' : ', not complete'}`);
+      }
       if (full) this.opts.afterFullPass?.();
     }
   }

@@ -11,7 +11,22 @@
 // costs a memory read and needs no rate limit. The reasons are short and
 // carry no internal text (store addresses, kernel messages): the listener
 // is unauthenticated and, as flanneld's, on 0.0.0.0 by default.
-import { createServer } from 'node:http';
+//
+// Anyone who can reach the port must not be able to keep the kubelet's
+// probes out (a liveness probe that fails restarts the daemon): idle or slow
+// connections are closed within two seconds, one source address may hold at
+// most PER_SOURCE connections, and the listener as a whole MAX_CONNECTIONS.
+import { Server, createServer } from 'node:http';
+
+/** Connections one source address may hold at once (a kubelet needs one or two). */
+export const PER_SOURCE = 64;
+/** Connections the listener holds at once: far more than one source may fill. */
+export const MAX_CONNECTIONS = 4096;
+/** A connection that sends nothing for this long is closed (Node's socket timeout). */
+const IDLE_MS = 1500;
+/** A request whose headers (whole request) are not in within this long gets 408 and is closed. */
+const HEADERS_MS = 1500;
+const REQUEST_MS = 2000;
 
 /** What the endpoints ask (the Daemon): a short reason when not well, undefined when well. */
 export interface HealthSource {
@@ -37,7 +52,8 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
     '/healthz': () => source.live(),
     '/readyz': () => source.ready(),
   };
-  const server = createServer((req, res) => {
+  // Node checks the header and request timeouts every connectionsCheckingInterval (30 s by default)
+  const server = createServer({ connectionsCheckingInterval: 500, headersTimeout: HEADERS_MS, requestTimeout: REQUEST_MS, keepAliveTimeout: IDLE_MS }, (req, res) => {
     const path = (req.url ?? '').split('?')[0];
     const reply = (code: number, text: string) => {
       res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
@@ -58,10 +74,9 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
     }
     return problem === undefined ? reply(200, 'ok') : reply(503, `not ready: ${shortReason(problem)}`);
   });
-  // unauthenticated: a slow or greedy client cannot hold the listener
-  server.maxConnections = 32;
-  server.headersTimeout = 5000;
-  server.requestTimeout = 5000;
+  server.timeout = IDLE_MS; // a connection that never sends a byte: the header timeout does not cover it
+  server.maxConnections = MAX_CONNECTIONS;
+  limitPerSource(server, PER_SOURCE);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(at.port, at.ip, () => {
@@ -78,4 +93,20 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
         server.closeAllConnections();
       }),
   };
+}
+
+/** Closes a new connection at once when its source address already holds `limit`. */
+function limitPerSource(server: Server, limit: number): void {
+  const held = new Map<string, number>();
+  server.on('connection', (socket) => {
+    const source = socket.remoteAddress ?? '';
+    const n = (held.get(source) ?? 0) + 1;
+    if (n > limit) return void socket.destroy();
+    held.set(source, n);
+    socket.once('close', () => {
+      const left = (held.get(source) ?? 1) - 1;
+      if (left > 0) held.set(source, left);
+      else held.delete(source);
+    });
+  });
 }

@@ -11,9 +11,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { IP, type Prefix } from '../../net/ip';
+import { DEFAULT_DATA_DIR } from '../../ipam/config';
 import { Histogram, family, type Labels } from '../../util/prometheus';
-
-export const DEFAULT_IPAM_DIR = '/var/lib/cni/networks';
 
 type Kind = 'full' | 'changes';
 
@@ -92,7 +91,7 @@ export class DaemonMetrics {
 
   /** host-local's reservations inside this node's subnets, per network directory and family. */
   private podAddresses(): [string, Labels, number][] {
-    const dir = this.sources.ipamDir ?? DEFAULT_IPAM_DIR;
+    const dir = this.sources.ipamDir ?? DEFAULT_DATA_DIR;
     if (!this.subnets.length) return [];
     let networks: string[];
     try {

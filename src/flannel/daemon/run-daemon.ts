@@ -31,11 +31,19 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   renewMarginS?: number;
   /** Where /healthz and /readyz listen (--healthz-ip, --healthz-port); none when absent. */
   healthz?: { ip: string; port: number };
+  /** host-local's data directory (--ipam-data-dir), read for flannel_pod_addresses. */
+  ipamDir?: string;
+  /** Log lines without their time (klog's --skip_headers). */
+  skipHeaders?: boolean;
+  /** Lines logged first (flags accepted that change nothing here). */
+  notes?: readonly string[];
   /** --network-policy (with --kube-subnet-mgr): enforce NetworkPolicy for this node's pods. */
   networkPolicy?: boolean;
 }
 
-const log: Log = (msg) => process.stderr.write(`${new Date().toISOString()} vxlan-flannel: ${printable(msg)}\n`);
+/** Log lines on stderr: `<RFC 3339 time> vxlan-flannel: <message>`, or without the time. */
+const stderrLog = (skipHeaders: boolean): Log => (msg) =>
+  process.stderr.write(`${skipHeaders ? '' : `${new Date().toISOString()} `}vxlan-flannel: ${printable(msg)}\n`);
 
 /** The subnets of the previous subnet.env: a node that lost its lease gets them back when they are still free. */
 function previousSubnets(subnetFile: string): LeaseSubnets | undefined {
@@ -70,7 +78,7 @@ function compactAfterFullPasses(): () => void {
 }
 
 /** Leases assigned by Kubernetes with --kube-subnet-mgr; else chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
-async function openManager(o: RunOptions): Promise<SubnetManager> {
+async function openManager(o: RunOptions, log: Log): Promise<SubnetManager> {
   if (o.kube) return KubeManager.open(o.kube, log);
   return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
 }
@@ -81,7 +89,7 @@ async function openManager(o: RunOptions): Promise<SubnetManager> {
  * daemon says why). Without the flag, a table a previous run left is removed:
  * dropping the flag turns enforcement off; nothing else of policy is loaded.
  */
-async function startPolicy(o: RunOptions, manager: SubnetManager): Promise<PolicyController | undefined> {
+async function startPolicy(o: RunOptions, manager: SubnetManager, log: Log): Promise<PolicyController | undefined> {
   if (!o.networkPolicy) {
     await removePolicyTable().then(
       (removed) => removed && log(`removed the nftables table inet ${POLICY_TABLE}: --network-policy is off`),
@@ -109,13 +117,6 @@ async function startPolicy(o: RunOptions, manager: SubnetManager): Promise<Polic
  * stops it at its next step.
  */
 export async function runDaemon(o: RunOptions): Promise<number> {
-  // The last resort, for a bug of ours: one log line with the stack, not Node's report, which quotes the
-  // source line the error came from (the whole minified bundle, ~24 KB). The process still exits: what
-  // threw left its state unknown, and the kubelet or systemd starts a clean one (the kernel state stays).
-  process.on('uncaughtException', (err) => {
-    log(`fatal: unexpected error: ${err instanceof Error ? err.stack : String(err)}`);
-    process.exit(70);
-  });
   // The young generation stays at its initial size instead of growing up to 16 MiB per semi-space:
   // the watch's short-lived garbage (thousands of kubelet heartbeats, each a parsed Node dropped at once)
   // made it grow, and V8 keeps what it grew. Measured at 5,000 Nodes: ~30 MiB less RSS for a little
@@ -128,20 +129,29 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   // are read (docs/speed.md, "Memory at 5,000 Nodes").
   setFlagsFromString('--optimize-for-size');
   const afterFullPass = compactAfterFullPasses();
+  const log = stderrLog(!!o.skipHeaders);
+  // The last resort, for a bug of ours: one log line with the stack, not Node's report, which quotes the
+  // source line the error came from (the whole minified bundle, ~24 KB). The process still exits: what
+  // threw left its state unknown, and the kubelet or systemd starts a clean one (the kernel state stays).
+  process.on('uncaughtException', (err) => {
+    log(`fatal: unexpected error: ${err instanceof Error ? err.stack : String(err)}`);
+    process.exit(70);
+  });
+  for (const note of o.notes ?? []) log(note);
   if (o.networkPolicy && !o.kube) {
     log('fatal: --network-policy needs --kube-subnet-mgr (the policies, pods and namespaces are read from the Kubernetes API)');
     return 1;
   }
   let manager: SubnetManager;
   try {
-    manager = await openManager(o);
+    manager = await openManager(o, log);
   } catch (err) {
     log(`fatal: ${(err as Error).message}`);
     return 1;
   }
-  const metrics = new DaemonMetrics({ relists: () => manager.relists?.() ?? 0 });
+  const metrics = new DaemonMetrics({ relists: () => manager.relists?.() ?? 0, ipamDir: o.ipamDir });
   const daemon = new Daemon(manager, { ...o, log, metrics, afterFullPass });
-  const policy = await startPolicy(o, manager);
+  const policy = await startPolicy(o, manager, log);
   if (policy) metrics.add(() => policy.metrics.families());
   // /readyz: the overlay first, then policy enforcement
   const health = { live: () => daemon.live(), ready: () => daemon.ready() ?? policy?.ready() };

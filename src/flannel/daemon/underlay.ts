@@ -139,12 +139,17 @@ export async function findUnderlay(o: UnderlayOptions, netns?: string): Promise<
   const addrs6 = v6Addrs(link);
   const localIP = source(addrs4, publicIP, 4);
   const localIPv6 = source(addrs6, publicIPv6, 6);
-  const out: Underlay = { dev: link.ifname, mtu: link.mtu, subnets: connectedSubnets(link) };
+  const out: Underlay = { dev: link.ifname, mtu: link.mtu, subnets: connectedSubnets(link), ownAddresses: allAddresses(links) };
   if (localIP) Object.assign(out, { localIP, publicIP: publicIP ?? localIP });
   else if (publicIP) throw new Error(`underlay interface ${link.ifname} has no IPv4 address to send from (--public-ip ${publicIP})`);
   if (localIPv6) Object.assign(out, { localIPv6, publicIPv6: publicIPv6 ?? localIPv6 });
   else if (publicIPv6) throw new Error(`underlay interface ${link.ifname} has no global IPv6 address to send from (--public-ipv6 ${publicIPv6})`);
   return out;
+}
+
+/** Every address of every interface in `links` (listed with their addresses). */
+export function allAddresses(links: readonly IpLink[]): IP[] {
+  return links.flatMap((l) => (l.addr_info ?? []).map((a) => IP.parse(a.local)).filter((ip): ip is IP => !!ip));
 }
 
 /** For the log: "eth0: local 192.168.1.5, public 192.168.1.5; local6 fd00::5, public6 fd00::5; MTU 1500". */

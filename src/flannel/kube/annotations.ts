@@ -159,6 +159,8 @@ export function nodeLease(node: KubeNode, names: FlannelAnnotations): { lease: L
       if (vtep.mac !== undefined) attrs.v6VtepMAC = vtep.mac;
     }
     if (!lease.subnet && !lease.ipv6Subnet) throw new Error(`it has neither ${names.backendData} nor ${names.backendV6Data}`);
+    const since = Date.parse(node.metadata.creationTimestamp ?? '');
+    if (Number.isFinite(since)) lease.since = since; // of two overlapping Nodes' leases, the older one's stands
     return { lease };
   } catch (err) {
     return { reason: `node ${JSON.stringify(node.metadata.name)}: ${(err as Error).message}` };

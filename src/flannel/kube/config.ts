@@ -10,6 +10,7 @@
 // and a re-read per request (the daemon makes few) is simpler than a timer.
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
+import { hasUserInfo, withoutUserInfo } from '../../util/url-text';
 
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -174,15 +175,18 @@ function named(list: unknown, name: string, field: 'context' | 'cluster' | 'user
   return isMap(value) ? value : value == null ? {} : fail(`${field} "${name}" is not a map`);
 }
 
+/** The API server's URL must be a plain http(s) URL; a refusal never prints its user info. */
 function checkServer(url: string, what: string): void {
+  const shown = JSON.stringify(withoutUserInfo(url));
+  if (hasUserInfo(url)) throw new KubeConfigError(`${what}: ${shown} must not carry a user or password (give credentials in a kubeconfig)`);
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new KubeConfigError(`${what}: ${JSON.stringify(url)} is not a URL`);
+    throw new KubeConfigError(`${what}: ${shown} is not a URL`);
   }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new KubeConfigError(`${what}: ${JSON.stringify(url)} must be an http or https URL`);
-  if (parsed.search || parsed.hash || parsed.username) throw new KubeConfigError(`${what}: ${JSON.stringify(url)} must have no query, fragment or user`);
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new KubeConfigError(`${what}: ${shown} must be an http or https URL`);
+  if (parsed.search || parsed.hash || parsed.username || parsed.password) throw new KubeConfigError(`${what}: ${shown} must have no query, fragment or user`);
 }
 
 const trimSlash = (url: string) => url.replace(/\/+$/, '');

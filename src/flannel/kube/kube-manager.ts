@@ -63,8 +63,8 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 }
 
 /**
- * The parts of a Node the daemon reads (its name, resourceVersion, flannel's
- * annotations, pod CIDRs): what the informer keeps of each while it reads
+ * The parts of a Node the daemon reads (its name, resourceVersion, creation
+ * time, flannel's annotations, pod CIDRs): what the informer keeps of each while it reads
  * it, so that 5,000 kubelets' status (images, capacity, conditions), labels
  * and other annotations are not held in memory. `names`: the annotations
  * kept (all of them when absent). Only fields of the types the API promises
@@ -77,6 +77,7 @@ export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
   const name = text(meta.name) ?? '';
   const uid = text(meta.uid);
   const resourceVersion = text(meta.resourceVersion);
+  const creationTimestamp = text(meta.creationTimestamp);
   let annotations: Record<string, string> | undefined;
   if (isObject(meta.annotations)) {
     const all = meta.annotations;
@@ -87,7 +88,13 @@ export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
   const podCIDR = text(spec?.podCIDR);
   const podCIDRs = Array.isArray(spec?.podCIDRs) ? spec.podCIDRs.filter((c): c is string => typeof c === 'string') : undefined;
   return {
-    metadata: { name, ...(uid ? { uid } : {}), ...(resourceVersion ? { resourceVersion } : {}), ...(annotations ? { annotations } : {}) },
+    metadata: {
+      name,
+      ...(uid ? { uid } : {}),
+      ...(resourceVersion ? { resourceVersion } : {}),
+      ...(creationTimestamp ? { creationTimestamp } : {}),
+      ...(annotations ? { annotations } : {}),
+    },
     ...(spec ? { spec: { ...(podCIDR !== undefined ? { podCIDR } : {}), ...(podCIDRs ? { podCIDRs } : {}) } } : {}),
   };
 }

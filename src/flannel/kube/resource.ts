@@ -9,6 +9,8 @@ export interface ObjectMeta {
   uid?: string;
   /** Opaque: compared for equality only, passed back to the server as it came. */
   resourceVersion?: string;
+  /** RFC 3339, set by the API server when the object was created. */
+  creationTimestamp?: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
 }

@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import { basename, join } from 'node:path';
 import { CniError, ErrorCode, invalidConfig } from '../../cni/errors';
-import { Json, NetConf, optInt, optObject, optString, decodeJson } from '../../cni/config';
+import { Json, NetConf, optInt, optObject, optString, decodeJson, parseNetConf } from '../../cni/config';
 import { delegate, delegateEnv, findPlugin } from '../../cni/delegate';
 import { GC_KEYS, gcScope } from '../../cni/gc';
 import type { Result } from '../../cni/result';
@@ -16,8 +16,8 @@ import type { PluginHandlers, Request } from '../../cni/skel';
 import { ensureDir, readIfExists, removeFile, writeFileAtomic } from '../../util/fs';
 import { DEFAULT_SUBNET_FILE, SubnetEnv, SubnetEnvError, readSubnetEnv } from '../subnet-env';
 import { probeVtep } from '../backend/vxlan/vtep-probe';
+import { DEFAULT_DATA_DIR, savedConfigs, savedName } from '../attachments';
 
-export const DEFAULT_DATA_DIR = '/var/lib/cni/flannel';
 const DEFAULT_SUBNET_WAIT_MS = 10_000;
 
 export interface FlannelConf {
@@ -38,11 +38,18 @@ export function loadFlannelConf(conf: NetConf): FlannelConf {
   if (!dataDir.startsWith('/')) throw invalidConfig(`field "dataDir" must be an absolute path, got ${JSON.stringify(dataDir)}`);
   const subnetWaitMs = optInt(conf, 'subnetWaitMs', 0, 600_000) ?? DEFAULT_SUBNET_WAIT_MS;
   const delegateConf = { ...(optObject(conf, 'delegate') ?? {}) };
+  // flannel's plugin refuses both too (flannel.go, cmdAdd: "it'll be set by flannel"): a config that
+  // works here works with it, and what the field asked for would silently not happen
   if ('name' in delegateConf) {
-    throw invalidConfig('field "delegate.name" is not allowed: the delegate always gets the network\'s "name"');
+    throw invalidConfig(
+      `field "delegate.name" is not allowed (flannel's plugin refuses it too): the delegate always gets the network's "name" (${JSON.stringify(conf.name)})`,
+    );
   }
   if ('ipam' in delegateConf) {
-    throw invalidConfig('field "delegate.ipam" is not allowed: put IPAM settings in the top-level "ipam"; ranges and routes come from subnet.env');
+    throw invalidConfig(
+      'field "delegate.ipam" is not allowed (flannel\'s plugin refuses it too): the delegate\'s IPAM is host-local on subnet.env\'s subnet; ' +
+        'put IPAM settings (routes, dataDir, another "type") in the top-level "ipam"',
+    );
   }
   if (delegateConf.type !== undefined && typeof delegateConf.type !== 'string') throw invalidConfig('field "delegate.type" must be a string');
   for (const key of ['isGateway', 'ipMasq'] as const) {
@@ -81,6 +88,25 @@ export function renderDelegate(conf: NetConf, fc: FlannelConf, env: SubnetEnv): 
   return d;
 }
 
+/**
+ * The IPAM this plugin hands its delegate for `plugin`, a network's config
+ * (`host-local ls` tells range sets apart with it); undefined when `plugin`
+ * is not flannel's. Throws when subnet.env cannot be read.
+ */
+export function delegateIpamOf(plugin: Json, network: string, cniVersion: unknown): Json | undefined {
+  if (plugin.type !== 'flannel' && plugin.type !== 'vxlan-flannel') return undefined;
+  const conf = parseNetConf(JSON.stringify({ ...plugin, name: network, cniVersion }));
+  const fc = loadFlannelConf(conf);
+  let env: SubnetEnv;
+  try {
+    env = readSubnetEnv(fc.subnetFile);
+  } catch (err) {
+    if (err instanceof SubnetEnvError) throw new Error(`flannel's plugin takes host-local's ranges from subnet.env: ${err.message}`);
+    throw err;
+  }
+  return renderDelegate(conf, fc, env).ipam as Json;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -106,26 +132,6 @@ async function waitSubnetEnv(fc: FlannelConf): Promise<SubnetEnv> {
       await sleep(Math.min(left, delay));
     }
   }
-}
-
-/**
- * An attachment's saved delegate config: `<dataDir>/<network>:<containerID>:<ifname>`.
- * dataDir is shared by every flannel network on the node, and a container can
- * be attached to several of them (or to one twice, by two ifnames): keyed by
- * container alone, as flannel does, the second ADD overwrote the first one's
- * config and its DEL released the wrong address. ':' is in none of the three
- * (CNI's rules for names and container IDs, the kernel's for ifnames).
- *
- * ADD also writes flannel's own `<dataDir>/<containerID>` when it is free, so
- * that flannel's plugin can take the node back and still DEL the container;
- * for us it is a copy, never read while an attachment file of the container
- * exists on this network.
- */
-const savedName = (network: string, containerId: string, ifname: string) => `${network}:${containerId}:${ifname}`;
-
-function parseSavedName(name: string): { network: string; containerId: string; ifname: string } | undefined {
-  const parts = name.split(':');
-  return parts.length === 3 && parts.every(Boolean) ? { network: parts[0], containerId: parts[1], ifname: parts[2] } : undefined;
 }
 
 const savedPath = (fc: Pick<FlannelConf, 'dataDir'>, req: Request) => join(fc.dataDir, savedName(req.conf.name, req.inv.containerId, req.inv.ifname));
@@ -246,54 +252,6 @@ async function check(req: Request): Promise<void> {
   }
   const problem = await probeVtep(env, undefined, true); // host-gw: no VTEP to look at
   if (problem) throw new CniError(ErrorCode.Internal, `overlay not ready: ${problem}`);
-}
-
-/** A saved config of one network: an attachment's, or flannel's per-container copy (no ifname). */
-export interface SavedConfig {
-  containerId: string;
-  ifname?: string;
-  file: string;
-  mtimeMs: number;
-}
-
-/**
- * The saved configs of `network` in `dataDir`, read only (GC judges them,
- * `host-local repair` lists them). dataDir is shared by every flannel network
- * on the node (as in flannel): a per-container copy is the network's when the
- * config inside names it.
- */
-export function savedConfigs(dataDir: string, network: string): SavedConfig[] {
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync(dataDir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  const out: SavedConfig[] = [];
-  for (const name of names) {
-    if (name.startsWith('.')) continue;
-    const file = join(dataDir, name);
-    const key = parseSavedName(name);
-    let found: Omit<SavedConfig, 'mtimeMs'> | undefined;
-    if (key) {
-      if (key.network === network) found = { containerId: key.containerId, ifname: key.ifname, file };
-    } else {
-      let saved: Json | undefined;
-      try {
-        saved = decodeJson(fs.readFileSync(file, 'utf8'));
-      } catch {
-        // not a config we can read, so not ours to judge
-      }
-      if (saved?.name === network) found = { containerId: name, file };
-    }
-    if (!found) continue;
-    try {
-      out.push({ ...found, mtimeMs: fs.statSync(file).mtimeMs });
-    } catch {
-      // removed since the listing
-    }
-  }
-  return out;
 }
 
 async function gc(req: Request): Promise<void> {

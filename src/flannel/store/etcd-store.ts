@@ -12,6 +12,7 @@ import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
 import { type LeaseList, StoreUnavailable } from '../manager';
 import { loadEtcd3 } from './etcd-client';
 import { Serial } from '../../util/serial';
+import { hasUserInfo, withoutUserInfo } from '../../util/url-text';
 import { EtcdMirror, type Kv } from './etcd-mirror';
 
 /** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
@@ -34,6 +35,13 @@ function unavailable(endpoints: string, err: unknown): Error {
   const name = e?.constructor?.name ?? '';
   if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
     return new StoreUnavailable(`etcd ${endpoints} unreachable: ${grpcReason(e.message)}`);
+  }
+  // any other gRPC status: said with the endpoints it came from ("12 UNIMPLEMENTED: Received HTTP status code 404" alone names nothing)
+  const status = /^\d+ ([A-Z_]+): /.exec(String(e?.message));
+  if (status) {
+    const notEtcd = ': it does not answer etcd v3\'s API (not etcd, or not its client URL, e.g. http://10.0.0.1:2379?)';
+    const hint = status[1] === 'UNIMPLEMENTED' ? notEtcd : '';
+    return new Error(`etcd ${endpoints}: ${grpcReason(e.message)}${hint}`);
   }
   return e instanceof Error ? e : new Error(String(err));
 }
@@ -72,7 +80,8 @@ export class EtcdStore implements LeaseStore {
     const { Etcd3 } = await loadEtcd3();
     const hosts = (opts.etcdEndpoints ?? []).map((h) => h.trim()).filter(Boolean);
     for (const h of hosts) {
-      if (!/^https?:\/\/[^/\s]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(h)} is not an http(s)://host:port URL`);
+      if (hasUserInfo(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(withoutUserInfo(h))} must not carry a user or password (use --etcd-username and --etcd-password)`);
+      if (!/^https?:\/\/[^/\s@]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(withoutUserInfo(h))} is not an http(s)://host:port URL`);
     }
     const timeoutMs = opts.etcdTimeoutMs ?? CALL_TIMEOUT_MS;
     const options: IOptions = {

@@ -3,7 +3,7 @@
 // found or picked by acquire.ts and then kept by a LeaseKeeper; the peers are
 // the store's leases, watched.
 import { Acquired, PoolFullError, acquireLease, identity } from './acquire';
-import type { LeaseAttrs, LeaseSubnets } from '../lease';
+import { type Lease, type LeaseAttrs, type LeaseSubnets, leaseKey } from '../lease';
 import { DEFAULT_RENEW_MARGIN_S, LeaseKeeper } from './lease-keeper';
 import type { HeldLease, LeaseDelta, LeaseHooks, LeaseList, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
@@ -23,6 +23,8 @@ export class StoreManager implements SubnetManager {
   private justListed?: LeaseList;
   /** The last list handed out by listLeases: what leaseChanges compares a new list with. */
   private lastListed?: LeaseList;
+  /** The network config last read: a lease of another size than its SubnetLen is not one this network hands out. */
+  private cfg?: NetworkConfig;
 
   constructor(
     private readonly store: LeaseStore,
@@ -37,7 +39,7 @@ export class StoreManager implements SubnetManager {
     const text = await this.store.getConfig();
     if (text === undefined) throw new Error(`${this.description} has no network config; set one with \`vxlan-flannel network set --network CIDR\``);
     try {
-      return parseNetworkConfig(text);
+      return (this.cfg = parseNetworkConfig(text));
     } catch (err) {
       if (err instanceof ConfigError) throw new Error(`bad network config in ${this.description}: ${err.message}`);
       throw err;
@@ -56,6 +58,7 @@ export class StoreManager implements SubnetManager {
   }
 
   async acquireLease(cfg: NetworkConfig, attrs: LeaseAttrs, hooks: LeaseHooks): Promise<HeldLease> {
+    this.cfg = cfg;
     let acquired: Acquired;
     try {
       const listed = this.justListed;
@@ -69,7 +72,7 @@ export class StoreManager implements SubnetManager {
   }
 
   async listLeases(): Promise<LeaseList> {
-    return (this.lastListed = await this.store.list());
+    return (this.lastListed = ofSubnetLen(await this.store.list(), this.cfg));
   }
 
   /**
@@ -110,4 +113,24 @@ export class StoreManager implements SubnetManager {
   close(): Promise<void> {
     return this.store.close();
   }
+}
+
+/**
+ * The list with every lease whose subnet is not of the config's SubnetLen
+ * (IPv6SubnetLen) moved to `bad`: this network never hands one out, and a
+ * smaller one inside a node's subnet would take part of its traffic. The
+ * lease objects stay the same (leaseChanges compares them by identity).
+ */
+function ofSubnetLen(list: LeaseList, cfg: NetworkConfig | undefined): LeaseList {
+  if (!cfg) return list;
+  const wrong = (l: Lease) =>
+    (l.subnet && cfg.v4 && l.subnet.length !== cfg.v4.subnetLen && `its subnet ${l.subnet} is not of the network config's SubnetLen ${cfg.v4.subnetLen}`) ||
+    (l.ipv6Subnet && cfg.v6 && l.ipv6Subnet.length !== cfg.v6.subnetLen && `its IPv6 subnet ${l.ipv6Subnet} is not of the network config's IPv6SubnetLen ${cfg.v6.subnetLen}`);
+  let bad: LeaseList['bad'] | undefined;
+  const leases = list.leases.filter((l) => {
+    const why = wrong(l);
+    if (why) (bad ??= [...list.bad]).push({ key: leaseKey(l), why: `${why}: not programmed` });
+    return !why;
+  });
+  return bad ? { ...list, leases, bad } : list;
 }

@@ -135,4 +135,54 @@ describe('vxlan-flannel daemon: the flags as the daemon gets them', () => {
     expect(err).toMatch(/--iface-can-reach must be an IPv4 or IPv6 address/);
     expect(runs).toEqual([]);
   });
+
+  it('klog\'s -v as flanneld takes it (-v=2, --v=2, -v 2, FLANNELD_V) is the log detail, capped at 2; without it 0', async () => {
+    expect((await daemon()).logDetail).toBe(0);
+    for (const args of [['-v=2'], ['--v=2'], ['-v', '2'], ['--v', '2'], ['-v=9']]) {
+      runs.length = 0;
+      expect((await daemon(...args)).logDetail, args.join(' ')).toBe(2);
+    }
+    runs.length = 0;
+    process.env.FLANNELD_V = '1';
+    expect((await daemon()).logDetail).toBe(1);
+  });
+
+  it('Go\'s single-dash long flags; a value that starts with "-" stays the value', async () => {
+    const o = await daemon('-etcd-endpoints=http://10.0.0.1:2379', '-ip-masq', '-iface-regex', '-x$', '-healthz-port', '8081');
+    expect(o.store.etcdEndpoints).toEqual(['http://10.0.0.1:2379']);
+    expect(o.traffic.ipMasq).toBe(true);
+    expect(o.ifaceRegex).toEqual(['-x$']);
+    expect(o.healthz?.port).toBe(8081);
+  });
+
+  it('the other klog flags are accepted, each that changes nothing noted once for the log; --skip_headers drops the time', async () => {
+    const o = await daemon('--logtostderr', '--log_dir=/var/log/flannel', '-vmodule=main=3,kube=2', '--alsologtostderr=false', '--skip_headers', '-stderrthreshold=ERROR');
+    expect(o.skipHeaders).toBe(true);
+    expect(o.notes).toEqual([
+      '--vmodule=main=3,kube=2: accepted as klog\'s flag, no effect: per-file verbosity; -v sets the whole daemon\'s',
+      '--logtostderr=true: accepted as klog\'s flag, no effect: logs always go to stderr',
+      '--alsologtostderr=false: accepted as klog\'s flag, no effect: logs always go to stderr',
+      '--log_dir=/var/log/flannel: accepted as klog\'s flag, no effect: no log files are written: logs go to stderr (journald, the kubelet keep them)',
+      '--stderrthreshold=ERROR: accepted as klog\'s flag, no effect: every line goes to stderr',
+    ]);
+    runs.length = 0;
+    expect((await daemon()).notes).toEqual([]);
+  });
+
+  it('bad klog values are refused naming the flag; -v is not the version anywhere, --version is', async () => {
+    const { main } = await import('../../../src/cli/vxlan-flannel');
+    await main(['node', 'vxlan-flannel', 'daemon', '-v=lots']);
+    expect(err).toMatch(/--v must be an integer \(klog's verbosity\), got "lots"/);
+    err = '';
+    await main(['node', 'vxlan-flannel', 'daemon', '--vmodule=main']);
+    expect(err).toMatch(/--vmodule must be pattern=N/);
+    err = '';
+    await main(['node', 'vxlan-flannel', '-v']);
+    expect(err).toMatch(/unknown option '-v'/);
+    expect(runs).toEqual([]);
+    let out = '';
+    vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
+    await main(['node', 'vxlan-flannel', '--version']);
+    expect(out).toMatch(/^(\d+\.\d+\.\d+|dev)\n$/);
+  });
 });

@@ -21,19 +21,38 @@ describe('deploy/kube-flannel.yml', () => {
     for (let i = 0; i < ours.length; i++) if (ours[i].kind !== 'DaemonSet') expect(ours[i]).toEqual(theirs[i]);
   });
 
-  it('the DaemonSet is flannel\'s but for the image and the commands: same probes, env, capabilities, volumes, tolerations, priority', () => {
+  it('the DaemonSet is flannel\'s but for the image, the commands, the architectures, the memory request and the directories the daemon reads: same probes, env, capabilities, other volumes, tolerations, priority', () => {
     const ds = ours.find((o) => o.kind === 'DaemonSet')!;
     const ref = theirs.find((o) => o.kind === 'DaemonSet')!;
+    const ARCH_TERM = { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64', 'arm64'] };
     const strip = (d: Obj) => {
       const c = structuredClone(d);
       for (const k of [...c.spec.template.spec.initContainers, ...c.spec.template.spec.containers]) {
         delete k.image;
         delete k.command;
         delete k.args;
+        if (k.resources?.requests) delete k.resources.requests.memory;
+      }
+      // ours adds host-local's directory, read-only, for /metrics, and the CNI plugin's, for the leftovers of flannel's DEL
+      const added = ['cni-networks', 'cni-data'];
+      c.spec.template.spec.volumes = c.spec.template.spec.volumes.filter((v: Obj) => !added.includes(v.name));
+      for (const k of c.spec.template.spec.containers) k.volumeMounts = k.volumeMounts.filter((m: Obj) => !added.includes(m.name));
+      for (const term of c.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) {
+        term.matchExpressions = term.matchExpressions.filter((e: Obj) => e.key !== ARCH_TERM.key);
       }
       return c;
     };
     expect(strip(ds)).toEqual(strip(ref));
+    // flannel's image is built for every architecture it runs on; ours for amd64 and arm64: the pod is
+    // scheduled on those only (with flannel's Linux term), never where its image could not run
+    expect(ds.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, ARCH_TERM] },
+    ]);
+    // the daemon's memory as docs/speed.md measures it, not flannel's 50Mi; the dataDir its leftovers reclaim reads
+    expect(ds.spec.template.spec.containers[0].resources.requests.memory).toBe('100Mi');
+    expect(ref.spec.template.spec.containers[0].resources.requests.memory).toBe('50Mi');
+    expect(ds.spec.template.spec.containers[0].volumeMounts).toContainEqual({ name: 'cni-data', mountPath: '/var/lib/cni/flannel' });
+    expect(ds.spec.template.spec.volumes).toContainEqual({ name: 'cni-data', hostPath: { path: '/var/lib/cni/flannel', type: 'DirectoryOrCreate' } });
     const [plugin, conf] = ds.spec.template.spec.initContainers;
     const [daemon] = ds.spec.template.spec.containers;
     expect([plugin.image, conf.image, daemon.image]).toEqual([IMAGE, IMAGE, IMAGE]);
@@ -43,8 +62,11 @@ describe('deploy/kube-flannel.yml', () => {
     expect([...conf.command.slice(1), ...conf.args]).toEqual(['install-conf', ...ref.spec.template.spec.initContainers[1].args]);
     // flanneld's arguments, the daemon as the first process (no shell: SIGTERM reaches it), no --release-on-exit
     expect(daemon.command).toEqual(['/opt/cni-ts/bin/vxlan-flannel', 'daemon']);
-    expect(daemon.args).toEqual(ref.spec.template.spec.containers[0].args);
+    expect(daemon.args).toEqual([...ref.spec.template.spec.containers[0].args, '--ipam-data-dir=/var/lib/cni/networks']);
     expect(daemon.args.join(' ')).not.toMatch(/release-on-exit/);
+    // host-local's reservations, for flannel_pod_addresses: read-only, at the path the flag names
+    expect(daemon.volumeMounts).toContainEqual({ name: 'cni-networks', mountPath: '/var/lib/cni/networks', readOnly: true });
+    expect(ds.spec.template.spec.volumes).toContainEqual({ name: 'cni-networks', hostPath: { path: '/var/lib/cni/networks', type: 'DirectoryOrCreate' } });
   });
 });
 
@@ -68,7 +90,7 @@ describe('deploy/kube-flannel.yml, --network-policy', () => {
   });
 
   it('the flag is in the DaemonSet\'s args, commented out', () => {
-    expect(text).toMatch(/ {8}- --healthz-port=8081\n {8}# .*\n {8}# - --network-policy\n/);
+    expect(text).toMatch(/ {8}- --ipam-data-dir=\/var\/lib\/cni\/networks\n {8}# .*\n {8}# - --network-policy\n/);
     expect(ours.find((o) => o.kind === 'DaemonSet')!.spec.template.spec.containers[0].args).not.toContain('--network-policy');
   });
 });

@@ -175,6 +175,13 @@ describe('IPv6 network config (EnableIPv6, IPv6Network, IPv6SubnetLen, IPv6Subne
     const v6 = c.v6!;
     expect([v6.subnetLen, v6.subnetMin.toString(), v6.subnetMax.toString(), poolSize(v6)]).toEqual([80, 'fd88:0:0:7::', 'fd88:0:0:7:3::', 4n]);
   });
+  it('"Networks"/"IPv6Networks" (flannel\'s lists before v0.25) are not read, as flanneld v0.28.9 reads them not: beside "Network" the config works, alone it is named', () => {
+    const cfg = parseNetworkConfig('{"Network":"10.88.0.0/16","Networks":["10.89.0.0/16"],"IPv6Networks":["fd89::/48"],"Backend":{"Type":"vxlan"}}');
+    expect(cfg.v4?.network.toString()).toBe('10.88.0.0/16');
+    expect(() => parseNetworkConfig('{"Networks":["10.89.0.0/16"],"Backend":{"Type":"vxlan"}}')).toThrow(
+      'network config field "Network" is missing (an IPv4 CIDR such as 10.244.0.0/16); "Networks", flannel\'s list of networks before v0.25, is not read (nor by flanneld v0.28.9)',
+    );
+  });
   it('IPv6Network without EnableIPv6 is not used, as in flanneld', () => {
     expect(parseNetworkConfig('{"Network":"10.88.0.0/16","IPv6Network":"not even a CIDR","Backend":{"Type":"vxlan"}}').v6).toBeUndefined();
   });

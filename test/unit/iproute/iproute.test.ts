@@ -12,7 +12,7 @@ import { routeAppend, routeDstCidr, routeReplace, routeTableId } from '../../../
 import { vlanAdd, vlanDel, vlanRanges } from '../../../src/iproute/vlan';
 import { sysctlArgv } from '../../../src/iproute/sysctl';
 import { masqAdd, masqCheck, masqDel, masqList } from '../../../src/iproute/masq';
-import { masqComment } from '../../../src/iproute/masq-rule';
+import { labelOwner, masqComment } from '../../../src/iproute/masq-rule';
 import { NFT_TABLE } from '../../../src/iproute/masq-nftables';
 import { spoofchkAdd, spoofchkDel, spoofchkGc } from '../../../src/iproute/spoofchk';
 import { syncRunner } from '../../../src/iproute/sync-runner';
@@ -214,6 +214,17 @@ describe('masquerade', () => {
     expect(await masqCheck('nftables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.5'])).toBeUndefined();
     expect(await masqCheck('nftables', 'bbbbbbbbbbbbbbbbbbbb', ['10.0.0.6'])).toMatch(/10.0.0.6 are missing/);
     expect((await masqList('nftables')).map((e) => e.attTag)).toEqual(['bbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccc']);
+  });
+
+  it('a listing names each attachment as its comment\'s label does; a value the comment\'s cut reached ends in "…"', async () => {
+    const id = 'f'.repeat(64);
+    const long = masqComment({ ...owner, label: `net=cbr0 id=${id} if=eth0` }); // 121 characters: cut
+    expect(labelOwner(long)).toEqual({ network: 'cbr0', containerId: id, ifname: 'eth…' });
+    expect(labelOwner(masqComment({ ...owner, label: 'net=n1 id=c1 if=eth0' }))).toEqual({ network: 'n1', containerId: 'c1', ifname: 'eth0' });
+    expect(labelOwner('cni-ts:aaaaaaaa:bbbbbbbbbbbbbbbbbbbb')).toEqual({});
+    const chain = 'CNI-BR-bbbbbbbbbbbbbbbbbbbb';
+    fake((argv) => (argv[0] === 'iptables-save' ? { stdout: ['*nat', `-A POSTROUTING -s 10.0.0.5/32 -m comment --comment "${long}" -j ${chain}`, 'COMMIT'].join('\n') } : { stdout: '' }));
+    expect(await masqList('iptables')).toEqual([{ netTag: 'aaaaaaaa', attTag: 'bbbbbbbbbbbbbbbbbbbb', network: 'cbr0', containerId: id, ifname: 'eth…', ips: ['10.0.0.5'], masquerades: false, backend: 'iptables' }]);
   });
 
   it('nftables: a missing table is an empty listing, not an error', async () => {

@@ -8,7 +8,8 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import { familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import type { IP, Prefix } from '../../../net/ip';
+import { PUT_BACK, changeLines, familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
 import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
 
@@ -36,15 +37,19 @@ export class HostGwNetwork implements Backend {
   private readonly programmed = new Map<4 | 6, Map<string, RoutePeer>>();
   /** Per family, the routes the leases ask for, kept lease by lease. */
   private readonly indexes = new Map<4 | 6, RouteIndex>();
+  /** What a peer's public address may not be: this node's addresses, its underlay's broadcast. */
+  private readonly addresses: { own?: readonly IP[]; underlay: readonly Prefix[] };
   /** Families whose routes could not be read on the last pass. */
   private readonly unread = new Set<string>();
   private readonly log;
+  private readonly detail: number;
   private readonly problems;
   private readonly resync: (why: string) => void;
 
   /** Throws flanneld's reason when this node is behind NAT (its public address is not the interface's). */
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
+    this.detail = ctx.detail ?? 0;
     this.problems = ctx.problems;
     this.resync = ctx.resync;
     this.planned = familiesOf(cfg, ext);
@@ -56,6 +61,7 @@ export class HostGwNetwork implements Backend {
     }
     this.dev = ext.dev;
     this.mtu = ext.mtu;
+    this.addresses = { own: ext.ownAddresses, underlay: ext.subnets };
     this.description = `host-gw: peers routed via their public addresses on ${ext.dev}, MTU ${ext.mtu}`;
   }
 
@@ -114,8 +120,9 @@ export class HostGwNetwork implements Backend {
   private async reconcileFamily(f: LeasedFamily, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
     const key = `routes${f.family}`;
     let index = this.indexes.get(f.family);
-    if (!index) this.indexes.set(f.family, (index = new RouteIndex(f, f.pool.network)));
-    const before = full ? undefined : this.programmed.get(f.family);
+    if (!index) this.indexes.set(f.family, (index = new RouteIndex({ ...f, ...this.addresses }, f.pool.network)));
+    const last = this.programmed.get(f.family);
+    const before = full ? undefined : last;
     const { peers, keys, skipped } = peersToPlan(index, change, !!before, `IPv${f.family} routes`);
     const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: before ? before.size : peers.length, failed: [], staleLeft: 0 };
     // one line per lease until its reason changes; a lease of another backend is one line for both families
@@ -125,12 +132,18 @@ export class HostGwNetwork implements Backend {
       const actual = before ? programmedRoutes([...keys!].map((k) => before.get(k)).filter((p): p is RoutePeer => !!p), this.dev) : await readRoutes(f.pool.network);
       const plan = planRoutes(peers, actual, this.dev, f.pool.network);
       this.programmed.delete(f.family); // until the plan is applied in full
+      // a route a full pass adds was in place after the last pass if its peer is the same
+      let bySubnet: Map<string, RoutePeer> | undefined; // made only when a change is logged
+      const unchanged = (subject: string) => {
+        const was = last?.get(subject);
+        return !!was && (bySubnet ??= new Map(peers.map((p) => [p.subnet.toString(), p]))).get(subject)?.gateway === was.gateway;
+      };
       try {
         await applyRoutes(plan);
-        this.logChanges(plan.changes, why, !before);
+        this.logChanges(changeLines(plan, unchanged), why, !before);
       } catch (err) {
         if (err instanceof RoutePlanError) {
-          this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
+          this.logChanges(changeLines(plan, unchanged, err.failedChanges), why, !before);
           recordRefused(state, plan.subjects, err.failedChanges);
         }
         // after a changes pass the full pass comes at once (see vxlan)
@@ -153,11 +166,13 @@ export class HostGwNetwork implements Backend {
     return state;
   }
 
-  /** One log line per change; a full pass making many (the first: one per peer) logs how many, in one line. */
+  /** One log line per change; a full pass making many (the first: one per peer) logs how many, in one line (but with -v=2). */
   private logChanges(changes: readonly string[], why: string, fullPass: boolean): void {
-    if (fullPass && changes.length > SUMMARY_OVER) {
+    if (fullPass && changes.length > SUMMARY_OVER && this.detail < 2) {
       const added = changes.filter((c) => c.endsWith(': added')).length;
-      this.log(`${changes.length} route changes (${why}): ${added} added, ${changes.length - added} removed or replaced`);
+      const putBack = changes.filter((c) => c.endsWith(PUT_BACK)).length;
+      const back = putBack ? `${putBack} put back (had gone missing), ` : '';
+      this.log(`${changes.length} route changes (${why}): ${added} added, ${back}${changes.length - added - putBack} removed or replaced`);
       return;
     }
     for (const c of changes) this.log(`${c} (${why})`);

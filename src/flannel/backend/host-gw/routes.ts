@@ -8,6 +8,8 @@ import { IP, Prefix } from '../../../net/ip';
 import { runBatch, type Line } from '../../../iproute/batch';
 import { listRoutesWithin, routeDel, routeReplace, type IpRoute } from '../../../iproute/route';
 import { describeSubnets, subnetOf, type Lease } from '../../lease';
+import { SubnetClaims } from '../subnet-claims';
+import { type AddressContext, publicAddressProblem } from '../public-address';
 
 export interface RoutePeer {
   subnet: Prefix;
@@ -17,27 +19,20 @@ export interface RoutePeer {
   node?: string;
 }
 
-export interface RouteSelf {
+export interface RouteSelf extends AddressContext {
   subnet: Prefix;
   /** Unknown when this node's lease is missing (status). */
   publicIP?: IP;
 }
 
 /**
- * The peers of `network`'s family the leases ask for; skips ours, leases of
- * another backend (flanneld logs "Ignoring non-host-gw subnet") and leases we
- * cannot use, saying why ("lease <subnets>: <why>").
+ * The peers of `network`'s family the leases ask for, judged at once
+ * (status; the daemon keeps a RouteIndex); skips ours, leases of another
+ * backend (flanneld logs "Ignoring non-host-gw subnet"), leases we cannot use
+ * and leases overlapping an established one, saying why ("lease <subnets>: <why>").
  */
 export function desiredRoutes(leases: readonly Lease[], self: RouteSelf, network: Prefix): { peers: RoutePeer[]; skipped: string[] } {
-  const peers: RoutePeer[] = [];
-  const skipped: string[] = [];
-  const selfKey = self.subnet.toString();
-  for (const l of leases) {
-    const v = routeVerdict(l, self, network, selfKey);
-    if (typeof v === 'string') skipped.push(v);
-    else if (v) peers.push(v);
-  }
-  return { peers, skipped };
+  return new RouteIndex(self, network).reset(leases);
 }
 
 /** One lease: the route it asks for, why it is skipped ("lease <subnets>: <why>"), or undefined for our own. */
@@ -52,6 +47,8 @@ export function routeVerdict(l: Lease, self: RouteSelf, network: Prefix, selfKey
   const publicIP = family === 4 ? l.attrs.publicIP : l.attrs.publicIPv6;
   if (!publicIP) return `${what()}: no ${field}`;
   if (self.publicIP && publicIP.equals(self.publicIP)) return `${what()}: ${field} ${publicIP} is this node's (a stale lease of ours?)`;
+  const unusable = publicAddressProblem(publicIP, self);
+  if (unusable) return `${what()}: ${field} ${publicIP} ${unusable}`;
   if (!network.contains(subnet.network) || subnet.length < network.length) return `${what()}: outside the network ${network}`;
   if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what()}: overlaps this node's subnet ${self.subnet}`;
   return { subnet, gateway: publicIP.toString(), ...(l.node ? { node: l.node } : {}) };
@@ -61,11 +58,12 @@ export function routeVerdict(l: Lease, self: RouteSelf, network: Prefix, selfKey
  * The routes one family wants, kept lease by lease (as vxlan's PeerIndex):
  * a changes pass hands in the leases that left and came and learns which
  * peer subnets may want another route now, without looking at the others.
- * Two leases on one subnet: the one that came last is wanted.
+ * Overlapping subnets (the same one, or one inside another): the established
+ * lease keeps its route, the other is skipped (subnet-claims.ts).
  */
 export class RouteIndex {
   private readonly judged = new Map<Lease, RoutePeer | undefined>();
-  private readonly byKey = new Map<string, Set<Lease>>();
+  private readonly claims = new SubnetClaims();
   private readonly selfKey: string;
 
   constructor(
@@ -78,10 +76,14 @@ export class RouteIndex {
   /** The index of exactly `leases`: every route they want, and why the others are skipped. */
   reset(leases: readonly Lease[]): { peers: RoutePeer[]; skipped: string[] } {
     this.judged.clear();
-    this.byKey.clear();
+    this.claims.clear();
     const skipped = this.add(leases);
     const peers: RoutePeer[] = [];
-    for (const key of this.byKey.keys()) peers.push(this.wanted(key)!);
+    for (const key of this.claims.keys()) {
+      const p = this.wanted(key);
+      if (p) peers.push(p);
+      skipped.push(...this.claims.conflictsAt(key));
+    }
     return { peers, skipped };
   }
 
@@ -91,35 +93,36 @@ export class RouteIndex {
     return { removed: [...this.judged.keys()].filter((l) => !now.has(l)), added: leases.filter((l) => !this.judged.has(l)) };
   }
 
-  /** Takes `removed` out and puts `added` in; the subnet keys whose route may differ now, and why added leases are skipped. */
+  /** Takes `removed` out and puts `added` in; the subnet keys whose route may differ now (those the changed leases overlap), and why leases are skipped. */
   apply(removed: readonly Lease[], added: readonly Lease[]): { keys: Set<string>; skipped: string[] } {
     const keys = new Set<string>();
+    /** The arrival rank each removed subnet had: a lease rewritten (removed and added again) keeps it. */
+    const ranks = new Map<string, number>();
     for (const l of removed) {
       const p = this.judged.get(l);
       this.judged.delete(l);
       if (!p) continue;
       const key = p.subnet.toString();
-      const there = this.byKey.get(key);
-      there?.delete(l);
-      if (there && !there.size) this.byKey.delete(key);
-      keys.add(key);
+      for (const k of this.claims.overlapping(p.subnet)) keys.add(k);
+      const rank = this.claims.remove(l, key)!;
+      ranks.set(key, Math.min(rank, ranks.get(key) ?? rank));
     }
-    const skipped = this.add(added);
+    const skipped = this.add(added, ranks);
     for (const l of added) {
       const p = this.judged.get(l);
-      if (p) keys.add(p.subnet.toString());
+      if (p) for (const k of this.claims.overlapping(p.subnet)) keys.add(k);
     }
+    for (const k of keys) skipped.push(...this.claims.conflictsAt(k));
     return { keys, skipped };
   }
 
-  /** The route wanted to subnet `key`: the last lease there. */
+  /** The route wanted to subnet `key`: the established lease's, unless an earlier one overlaps it. */
   wanted(key: string): RoutePeer | undefined {
-    let found: RoutePeer | undefined;
-    for (const l of this.byKey.get(key) ?? []) found = this.judged.get(l);
-    return found;
+    for (const l of this.claims.at(key)) if (!this.claims.blocker(l)) return this.judged.get(l);
+    return undefined;
   }
 
-  private add(leases: readonly Lease[]): string[] {
+  private add(leases: readonly Lease[], ranks?: Map<string, number>): string[] {
     const skipped: string[] = [];
     for (const l of leases) {
       const v = routeVerdict(l, this.self, this.network, this.selfKey);
@@ -128,9 +131,8 @@ export class RouteIndex {
       this.judged.set(l, peer);
       if (!peer) continue;
       const key = peer.subnet.toString();
-      const there = this.byKey.get(key);
-      if (there) there.add(l);
-      else this.byKey.set(key, new Set([l]));
+      this.claims.add(l, peer.subnet, key, ranks?.get(key));
+      ranks?.delete(key);
     }
     return skipped;
   }

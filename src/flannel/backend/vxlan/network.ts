@@ -5,10 +5,10 @@
 import { settleAll } from '../../../util/settle';
 import { deleteLink, getLink, linkMac } from '../../../iproute/link';
 import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
-import type { Prefix } from '../../../net/ip';
+import type { IP, Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
-import { peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
+import { PUT_BACK, changeLines, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { Peer, PlanError, applyPlans, planPeers, programmed, readActual, type Plan } from './peers';
 import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
@@ -56,6 +56,7 @@ export class VxlanNetwork implements Backend {
   /** VTEPs setUp() created (undo() removes them). */
   private created: string[] = [];
   private readonly log;
+  private readonly detail: number;
   private readonly problems;
   private readonly resync: (why: string) => void;
   private readonly metrics?: BackendMetrics;
@@ -67,15 +68,19 @@ export class VxlanNetwork implements Backend {
   private readonly programmed = new Map<string, Map<string, Peer>>();
   /** Per VTEP, the peers the leases ask for, kept lease by lease (each lease object judged once). */
   private readonly indexes = new Map<string, PeerIndex>();
+  /** What a peer's public address may not be: this node's addresses, its underlay's broadcast. */
+  private readonly addresses: { own?: readonly IP[]; underlay: readonly Prefix[] };
 
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
     this.log = ctx.log;
+    this.detail = ctx.detail ?? 0;
     this.problems = ctx.problems;
     this.resync = ctx.resync;
     this.metrics = ctx.metrics;
     this.plans = planSides(cfg, ext);
     this.mtu = podMtu(this.plans);
     this.direct = cfg.directRouting ? ext.subnets : [];
+    this.addresses = { own: ext.ownAddresses, underlay: ext.subnets };
     this.description = `vxlan: ${this.plans.map((p) => `VTEP ${p.vtep.name} MTU ${p.vtep.mtu}`).join(', ')}, port ${cfg.port}${describeOptions(cfg, this.direct)}`;
     if (cfg.mtu !== undefined && cfg.mtu > ext.mtu) {
       this.log(`Backend.MTU ${cfg.mtu} is above ${ext.dev}'s MTU ${ext.mtu}: the VTEPs are sized for ${ext.mtu} (the kernel would clamp them there)`);
@@ -143,7 +148,7 @@ export class VxlanNetwork implements Backend {
 
   private indexOf(s: Side): PeerIndex {
     let index = this.indexes.get(s.spec.name);
-    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex(selfOf(s), s.pool.network, new WeakMap())));
+    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex({ ...selfOf(s), ...this.addresses }, s.pool.network, new WeakMap())));
     return index;
   }
 
@@ -172,7 +177,8 @@ export class VxlanNetwork implements Backend {
     const name = s.spec.name;
     const state: SideState = { vtep: name, up: false, wanted: 0, failed: [], staleLeft: 0 };
     const nothingToFinish = { state, finish: () => {} };
-    const before = full ? undefined : this.programmed.get(name);
+    const last = this.programmed.get(name);
+    const before = full ? undefined : last;
     if (!before) {
       if (!(await this.reconcileVtep(s, why))) return nothingToFinish;
     }
@@ -199,11 +205,18 @@ export class VxlanNetwork implements Backend {
       return nothingToFinish;
     }
     this.programmed.delete(name); // until the plan is applied in full
+    // a peer whose entry a full pass adds had it in place after the last pass if it is the same peer
+    let byKey: Map<string, Peer> | undefined; // made only when a change is logged
+    const unchanged = (subject: string) => {
+      const was = last?.get(subject);
+      const now = (byKey ??= new Map(peers.map((p) => [p.key ?? p.subnet.toString(), p]))).get(subject);
+      return !!was && !!now && was.mac === now.mac && was.publicIP === now.publicIP && was.vtepIP === now.vtepIP;
+    };
     const finish = (err: Error | undefined) => {
       if (err) {
         // the rest was made all the same: say so, then report what the kernel refused
         if (err instanceof PlanError) {
-          this.logChanges(plan.changes.filter((_, i) => !err.failedChanges.has(i)), why, !before);
+          this.logChanges(changeLines(plan, unchanged, err.failedChanges), why, !before);
           this.metrics?.changesApplied(s.family, plan.changes.length - err.failedChanges.size);
           this.metrics?.changesFailed(s.family, err.failedChanges.size);
           recordRefused(state, plan.subjects, err.failedChanges);
@@ -215,7 +228,7 @@ export class VxlanNetwork implements Backend {
         return failed(err);
       }
       if (plan.changes.length) {
-        this.logChanges(plan.changes, why, !before);
+        this.logChanges(changeLines(plan, unchanged), why, !before);
         this.metrics?.changesApplied(s.family, plan.changes.length);
       }
       const now = before ? programmedAfterChanges(before, keys!, (k) => index.wanted(k)) : new Map(peers.map((p) => [p.key ?? p.subnet.toString(), p]));
@@ -230,13 +243,18 @@ export class VxlanNetwork implements Backend {
   /**
    * The changes made, one log line each; but a full pass that made many
    * (the first one, at start: three per peer) logs how many of each kind, in
-   * one line: thousands of lines cost more than programming the entries.
+   * one line: thousands of lines cost more than programming the entries
+   * (unless -v=2 asks for every line).
    */
   private logChanges(changes: readonly string[], why: string, fullPass: boolean): void {
-    if (fullPass && changes.length > SUMMARY_OVER) {
+    if (fullPass && changes.length > SUMMARY_OVER && this.detail < 2) {
       const kinds = new Map<string, number>();
       for (const c of changes) {
-        const kind = `${c.slice(0, c.indexOf(' '))} ${c.endsWith('added') ? 'added' : c.includes('removed') ? 'removed' : 'changed'}`;
+        const how = c.endsWith(PUT_BACK) ? 'put back (had gone missing)'
+          : c.endsWith('added') ? 'added'
+          : c.includes('removed') ? 'removed'
+          : 'changed';
+        const kind = `${c.slice(0, c.indexOf(' '))} ${how}`;
         kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
       }
       this.log(`${changes.length} changes (${why}): ${[...kinds].map(([k, n]) => `${n} ${k}`).join(', ')}`);

@@ -1,21 +1,47 @@
 // The peers one VTEP wants, kept lease by lease: a changes pass hands in the
 // leases that left and came (a changed lease is both), and learns which
 // peer subnets may want something else now, without looking at the other
-// leases. The same rules as desiredPeers (peers.ts): each lease is judged
-// once (the memo), and leases advertising one VTEP MAC for different
-// PublicIPs are all skipped; so only the leases sharing a MAC with a changed
-// one are looked at again. Two leases on one subnet (a misconfiguration):
-// the one that came last is wanted.
+// leases. Each lease is judged once (verdict, peers.ts, through the memo);
+// then leases are judged against each other:
+// - A VTEP MAC names one node on the VTEP (one FDB entry per MAC): leases
+//   advertising one MAC for different PublicIPs would steer each other's
+//   traffic, so all of them are skipped (which one is genuine cannot be
+//   told). Two leases of one node (same MAC, same PublicIP) are no threat.
+// - Overlapping subnets (the same one, or one inside another) would share a
+//   route or a neighbour entry: the established lease keeps its traffic and
+//   the other is skipped (subnet-claims.ts).
+// So only the leases sharing a MAC or a piece of the network with a changed
+// one are looked at again.
 import type { Lease } from '../../lease';
 import type { Prefix } from '../../../net/ip';
-import { OURS, type Peer, type PeerMemo, type Self, macConflict, verdict } from './peers';
+import { SubnetClaims, nameOfLease } from '../subnet-claims';
+import { OURS, type Peer, type PeerMemo, type Self, verdict } from './peers';
+
+/**
+ * The peers of `network`'s family a set of leases asks for, judged at once
+ * (status; the daemon keeps a PeerIndex); skips ours, other backends, leases
+ * we cannot use and conflicting ones, saying why ("lease <subnets>: <why>").
+ */
+export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix, memo: PeerMemo = new WeakMap()): { peers: Peer[]; skipped: string[] } {
+  return new PeerIndex(self, network, memo).reset(leases);
+}
+
+/** How many of the other leases a MAC conflict names: a MAC copied onto thousands of nodes must not make each line name them all. */
+const NAMED_OTHERS = 3;
+
+/** Why a lease whose VTEP MAC others advertise for another PublicIP is skipped. */
+export const macConflict = (lease: Lease, mac: string, others: readonly Lease[], data: string) => {
+  const named = others.slice(0, NAMED_OTHERS).map(nameOfLease).join(', ');
+  const more = others.length > NAMED_OTHERS ? ` and ${others.length - NAMED_OTHERS} more` : '';
+  return `${nameOfLease(lease)}: ${data}.VtepMAC ${mac} is also advertised by ${named}${more}: neither is programmed`;
+};
 
 export class PeerIndex {
   /** Every lease in the index, with its verdict. */
   private readonly judged = new Map<Lease, Peer | undefined>();
-  /** Candidate peers by VTEP MAC and by subnet key. */
+  /** Candidate peers by VTEP MAC, and the subnets they claim. */
   private readonly byMac = new Map<string, Set<Lease>>();
-  private readonly byKey = new Map<string, Set<Lease>>();
+  private readonly claims = new SubnetClaims();
   private readonly selfKey: string;
   private readonly data: string;
 
@@ -32,14 +58,15 @@ export class PeerIndex {
   reset(leases: readonly Lease[]): { peers: Peer[]; skipped: string[] } {
     this.judged.clear();
     this.byMac.clear();
-    this.byKey.clear();
+    this.claims.clear();
     const skipped = this.add(leases);
     const peers: Peer[] = [];
-    for (const key of this.byKey.keys()) {
+    for (const key of this.claims.keys()) {
       const p = this.wanted(key);
       if (p) peers.push(p);
+      skipped.push(...this.claims.conflictsAt(key));
     }
-    for (const leasesOfMac of this.byMac.values()) if (leasesOfMac.size > 1) skipped.push(...this.conflicts(leasesOfMac));
+    for (const leasesOfMac of this.byMac.values()) if (leasesOfMac.size > 1) skipped.push(...this.macConflicts(leasesOfMac));
     return { peers, skipped };
   }
 
@@ -53,44 +80,45 @@ export class PeerIndex {
 
   /**
    * Takes `removed` out and puts `added` in; returns the subnet keys whose
-   * wanted peer may differ now (those of the leases changed and of the
-   * leases sharing a MAC with them), and why added leases are skipped.
+   * wanted peer may differ now (those the changed leases overlap, and those
+   * of the leases sharing a MAC with them), and why leases are skipped.
    */
   apply(removed: readonly Lease[], added: readonly Lease[]): { keys: Set<string>; skipped: string[] } {
     const keys = new Set<string>();
     const macs = new Set<string>();
+    /** The arrival rank each removed subnet had: a lease rewritten (removed and added again) keeps it. */
+    const ranks = new Map<string, number>();
     for (const l of removed) {
       const p = this.judged.get(l);
       this.judged.delete(l);
       if (!p) continue;
+      for (const k of this.claims.overlapping(p.subnet, p.key)) keys.add(k);
       this.unlink(this.byMac, p.mac, l);
-      this.unlink(this.byKey, p.key!, l);
-      keys.add(p.key!);
+      const rank = this.claims.remove(l, p.key!)!;
+      ranks.set(p.key!, Math.min(rank, ranks.get(p.key!) ?? rank));
       macs.add(p.mac);
     }
-    const skipped = this.add(added);
+    const skipped = this.add(added, ranks);
     for (const l of added) {
       const p = this.judged.get(l);
       if (!p) continue;
-      keys.add(p.key!);
+      for (const k of this.claims.overlapping(p.subnet, p.key)) keys.add(k);
       macs.add(p.mac);
     }
     for (const mac of macs) {
       const group = this.byMac.get(mac);
       if (!group) continue;
       for (const l of group) keys.add(this.judged.get(l)!.key!);
-      if (group.size > 1) skipped.push(...this.conflicts(group));
+      if (group.size > 1) skipped.push(...this.macConflicts(group));
     }
+    for (const k of keys) skipped.push(...this.claims.conflictsAt(k));
     return { keys, skipped };
   }
 
-  /** The peer wanted on subnet `key`: the last lease there whose MAC is not disputed. */
+  /** The peer wanted on subnet `key`: the established lease there, unless an earlier one overlaps it or its MAC is disputed. */
   wanted(key: string): Peer | undefined {
-    const there = this.byKey.get(key);
-    if (!there) return undefined;
-    let found: Peer | undefined;
-    for (const l of there) if (!this.disputed(l)) found = this.judged.get(l);
-    return found;
+    for (const l of this.claims.at(key)) if (!this.claims.blocker(l)) return this.disputed(l) ? undefined : this.judged.get(l);
+    return undefined;
   }
 
   /** How many leases the index holds. */
@@ -98,7 +126,7 @@ export class PeerIndex {
     return this.judged.size;
   }
 
-  private add(leases: readonly Lease[]): string[] {
+  private add(leases: readonly Lease[], ranks?: Map<string, number>): string[] {
     const skipped: string[] = [];
     for (const l of leases) {
       let v = this.memo.get(l);
@@ -113,7 +141,8 @@ export class PeerIndex {
       }
       this.judged.set(l, v);
       this.link(this.byMac, v.mac, l);
-      this.link(this.byKey, v.key!, l);
+      this.claims.add(l, v.subnet, v.key!, ranks?.get(v.key!));
+      ranks?.delete(v.key!);
     }
     return skipped;
   }
@@ -127,7 +156,7 @@ export class PeerIndex {
     return false;
   }
 
-  private conflicts(group: ReadonlySet<Lease>): string[] {
+  private macConflicts(group: ReadonlySet<Lease>): string[] {
     const out: string[] = [];
     for (const l of group) {
       const p = this.judged.get(l)!;

@@ -14,6 +14,7 @@ import { NeighEntry, isPermanent, listNeigh, neighDel, neighReplace } from '../.
 import { listRoutes, listRoutesWithin, routeDel, routeReplace, type IpRoute } from '../../../iproute/route';
 import { Lease, describeSubnets, subnetOf } from '../../lease';
 import { isUnicastMac } from '../../../net/mac';
+import { type AddressContext, publicAddressProblem } from '../public-address';
 
 export interface Peer {
   subnet: Prefix;
@@ -66,7 +67,7 @@ export class PlanError extends Error {
   }
 }
 
-export interface Self {
+export interface Self extends AddressContext {
   /** This node's subnet of the family being planned. */
   subnet: Prefix;
   /** Unknown when this node's lease is missing (status). */
@@ -77,67 +78,12 @@ export interface Self {
 }
 
 
-/**
- * The peers of `network`'s family a set of leases asks for; skips ours, other
- * backends and leases we cannot use, saying why ("lease <subnets>: <why>").
- *
- * A VTEP MAC names one node on the VTEP (one FDB entry per MAC): a lease
- * advertising our MAC, or a MAC another lease advertises for another
- * PublicIP, would steer our traffic (or that node's) to itself. Such leases
- * are skipped (both of a pair: which one is genuine cannot be told), as are
- * multicast and all-zero MACs. Two leases of one node (same MAC, same
- * PublicIP) are no threat and both stay.
- */
-export function desiredPeers(leases: readonly Lease[], self: Self, network: Prefix, memo?: PeerMemo): { peers: Peer[]; skipped: string[] } {
-  const candidates: { peer: Peer; lease: Lease }[] = [];
-  const skipped: string[] = [];
-  const selfKey = self.subnet.toString();
-  for (const l of leases) {
-    let v = memo?.get(l);
-    if (!v) {
-      v = verdict(l, self, network, selfKey);
-      memo?.set(l, v);
-    }
-    if (v === OURS) continue;
-    if (typeof v === 'string') skipped.push(v);
-    else candidates.push({ peer: v, lease: l });
-  }
-  const byMac = new Map<string, { peer: Peer; lease: Lease }[]>();
-  for (const c of candidates) {
-    const list = byMac.get(c.peer.mac);
-    if (list) list.push(c);
-    else byMac.set(c.peer.mac, [c]);
-  }
-  const peers: Peer[] = [];
-  const data = network.family === 6 ? 'BackendV6Data' : 'BackendData';
-  for (const c of candidates) {
-    const sameMac = byMac.get(c.peer.mac)!;
-    const others = sameMac.length === 1 ? [] : sameMac.filter((o) => o !== c && o.peer.publicIP !== c.peer.publicIP);
-    if (others.length) {
-      skipped.push(macConflict(c.lease, c.peer.mac, others.map((o) => o.lease), data));
-      continue;
-    }
-    peers.push(c.peer);
-  }
-  return { peers, skipped };
-}
-
-/** How many of the other leases a MAC conflict names: a MAC copied onto thousands of nodes must not make each line name them all. */
-const NAMED_OTHERS = 3;
-
-/** Why a lease whose VTEP MAC others advertise for another PublicIP is skipped. */
-export const macConflict = (lease: Lease, mac: string, others: readonly Lease[], data: string) => {
-  const named = others.slice(0, NAMED_OTHERS).map((o) => `lease ${describeSubnets(o)}`).join(', ');
-  const more = others.length > NAMED_OTHERS ? ` and ${others.length - NAMED_OTHERS} more` : '';
-  return `lease ${describeSubnets(lease)}: ${data}.VtepMAC ${mac} is also advertised by ${named}${more}: neither is programmed`;
-};
-
 /** Our own lease, in a verdict. */
 export const OURS = 0;
 export type Verdict = Peer | string | typeof OURS;
 
 /**
- * What desiredPeers made of each lease object, for one `self` and `network`
+ * What verdict made of each lease object, for one `self` and `network`
  * (one per VTEP, kept by the caller): the stores hand out the same object
  * for a lease that did not change, so a pass after one change judges one
  * lease, not all of them.
@@ -161,6 +107,8 @@ export function verdict(l: Lease, self: Self, network: Prefix, selfKey: string):
   if (vni !== undefined && vni !== self.vni) return `${what()}: ${data}.VNI ${vni} is not ours (${self.vni})`;
   if (!publicIP) return `${what()}: no ${v6 ? 'PublicIPv6' : 'PublicIP'}`;
   if (self.publicIP && publicIP.equals(self.publicIP)) return `${what()}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} is this node's (a stale lease of ours?)`;
+  const unusable = publicAddressProblem(publicIP, self);
+  if (unusable) return `${what()}: ${v6 ? 'PublicIPv6' : 'PublicIP'} ${publicIP} ${unusable}`;
   if (!network.contains(subnet.network) || subnet.length < network.length) return `${what()}: outside the network ${network}`;
   if (network.contains(self.subnet.network) && (subnet.contains(self.subnet.network) || self.subnet.contains(subnet.network))) return `${what()}: overlaps this node's subnet ${self.subnet}`;
   if (!isUnicastMac(mac)) return `${what()}: ${data}.VtepMAC ${mac} is not a unicast MAC`;

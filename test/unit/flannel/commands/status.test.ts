@@ -19,6 +19,7 @@ describe('formatStatus', () => {
       ipv6Peers: [],
       ignored: [],
       problems: ['peer 10.88.3.0/24: fdb missing or wrong', 'peer 10.88.4.0/24: direct route missing or wrong'],
+      notes: [],
     };
     const lines = formatStatus(report).split('\n');
     expect(lines.find((l) => l.includes('10.88.2.0/24'))).toMatch(/ 0a:00:00:00:00:02 +- +- +ok \(direct\)$/);
@@ -40,6 +41,7 @@ describe('formatStatus', () => {
       ipv6Peers: [],
       ignored: ['lease 10.88.5.0/24: backend "vxlan" is not host-gw'],
       problems: ['peer 10.88.3.0/24: route via 192.168.88.3 missing or wrong', 'peer 10.88.4.0/24: route via 192.168.88.4 missing or wrong'],
+      notes: [],
     };
     const lines = formatStatus(report).split('\n');
     expect(lines).toContain('network: 10.88.0.0/16 (/24 per node), backend host-gw');

@@ -331,6 +331,26 @@ describe('the daemon (in-memory store, model of the node)', () => {
     routes.splice(routes.findIndex((r) => r.dst === '10.88.2.0/24'), 1);
     await waitFor('the route put back', () => programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2'));
     expect(shows().some((c) => c.includes('route show dev flannel.1'))).toBe(true);
+    // said as the drift it is; a new peer's entries are "added"
+    expect(logs).toContain('route 10.88.2.0/24 via 10.88.2.0: was missing, put back (periodic reconcile)');
+    expect(logs.filter((l) => l.startsWith('route 10.88.3.0/24 via 10.88.3.0: added ('))).toHaveLength(1);
+  });
+
+  it('-v: 1 logs a line per reconcile pass, 2 also every change the watch reports; 0 neither', async () => {
+    store.put('10.88.2.0-24', peerValue(2), 600);
+    for (const logDetail of [0, 1, 2]) {
+      logs = [];
+      const d = daemon({ logDetail });
+      await d.start();
+      store.put('10.88.3.0-24', peerValue(3), 600);
+      await waitFor('the new peer', () => programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3'));
+      await waitFor('the pass logged', () => logDetail < 1 || logs.some((l) => /^changes pass \(.*\): 2 of 2 peers programmed, \d+ ms$/.test(l)));
+      expect(logs.some((l) => / pass \(/.test(l)), `-v=${logDetail}`).toBe(logDetail >= 1);
+      expect(logs.some((l) => /^full pass \(start\): 1 of 1 peers programmed, \d+ ms$/.test(l)), `-v=${logDetail}`).toBe(logDetail >= 1);
+      expect(logs.some((l) => /^watch: \S/.test(l)), `-v=${logDetail}`).toBe(logDetail >= 2);
+      await d.stop();
+      store.del('10.88.3.0-24');
+    }
   });
 
   it('a store\'s change reaches the backend as a delta (the changed lease, old and new), not as the whole list', async () => {

@@ -1,7 +1,10 @@
 // /healthz and /readyz (src/flannel/daemon/healthz.ts) over real HTTP on 127.0.0.1,
 // answering from a stand-in for the daemon.
 import { afterEach, describe, expect, it } from 'vitest';
-import { HealthServer, serveHealth } from '../../../../src/flannel/daemon/healthz';
+import { get as httpGet } from 'node:http';
+import { Socket, connect } from 'node:net';
+import { HealthServer, PER_SOURCE, serveHealth } from '../../../../src/flannel/daemon/healthz';
+import { waitFor } from '../../../support/wait';
 
 describe('health endpoints', () => {
   let server: HealthServer | undefined;
@@ -50,5 +53,58 @@ describe('health endpoints', () => {
   it('a port in use is an error at start', async () => {
     server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => undefined });
     await expect(serveHealth({ ip: '127.0.0.1', port: server.port }, { live: () => undefined, ready: () => undefined })).rejects.toThrow(/EADDRINUSE/);
+  });
+});
+
+describe('health endpoints under a stranger\'s connections', () => {
+  let server: HealthServer | undefined;
+  const sockets: Socket[] = [];
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await server?.close();
+    server = undefined;
+  });
+  const open = (localAddress = '127.0.0.1') =>
+    new Promise<Socket>((resolve, reject) => {
+      const s = connect({ host: '127.0.0.1', port: server!.port, localAddress }, () => resolve(s));
+      s.on('error', reject);
+      sockets.push(s);
+    });
+  const closed = (s: Socket) => s.destroyed || s.readyState === 'closed';
+  /** GET /healthz from `localAddress` (another loopback address is another source). */
+  const probe = (localAddress: string) =>
+    new Promise<number>((resolve, reject) => {
+      const req = httpGet({ host: '127.0.0.1', port: server!.port, path: '/healthz', localAddress, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+    });
+  const start = async () => (server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => undefined }));
+
+  it('closes a connection that sends nothing, and one that sends its headers too slowly (408), within seconds', async () => {
+    await start();
+    const idle = await open();
+    const slow = await open();
+    slow.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    let answer = '';
+    slow.on('data', (b: Buffer) => (answer += b.toString()));
+    const drip = setInterval(() => slow.writable && slow.write('X-Slow: 1\r\n'), 100);
+    try {
+      await waitFor('the idle connection to be closed', () => closed(idle));
+      await waitFor('the slow one to be closed', () => closed(slow));
+    } finally {
+      clearInterval(drip);
+    }
+    expect(answer).toMatch(/^HTTP\/1.1 408 /);
+  });
+
+  it(`lets one source hold at most ${PER_SOURCE} connections; another source is still answered`, async () => {
+    await start();
+    const held = await Promise.all(Array.from({ length: PER_SOURCE }, () => open('127.0.0.1')));
+    const extra = await open('127.0.0.1').catch(() => undefined);
+    if (extra) await waitFor('the connection past the limit to be closed', () => closed(extra));
+    expect(held.every((s) => !closed(s))).toBe(true);
+    expect(await probe('127.0.0.2')).toBe(200);
   });
 });

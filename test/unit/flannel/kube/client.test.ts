@@ -188,6 +188,21 @@ describe('the Kubernetes client', () => {
       expect(err.message).toMatch(msg);
     });
 
+    it('refuses credentials in the server\'s URL, and never prints them', async () => {
+      for (const url of ['https://:hunter2@127.0.0.1:6443/', 'https://admin:hunter2@127.0.0.1:6443', 'https://hunter2@127.0.0.1/', 'http://a:hunter2@bad host/']) {
+        for (const load of [
+          () => loadKubeConnection({ apiUrl: url }),
+          () => loadKubeConnection({ kubeconfigFile: file('kc-creds', kubeconfigYaml({ server: url, token: 't' })) }),
+        ]) {
+          const err = await rejected(KubeConfigError, load());
+          expect(err.message).toMatch(/must not carry a user or password/);
+          expect(err.message, url).not.toContain('hunter2');
+        }
+      }
+      const inCluster = await rejected(KubeConfigError, loadKubeConnection({ env: { KUBERNETES_SERVICE_HOST: 'x:hunter2@10.0.0.1', KUBERNETES_SERVICE_PORT: '443' }, serviceAccountDir: serviceAccount('sa-creds', 't') }));
+      expect(inCluster.message).not.toContain('hunter2');
+    });
+
     it('refuses a missing file and a bad --kube-api-url', async () => {
       await expect(loadKubeConnection({ kubeconfigFile: join(tmp.path, 'nope') })).rejects.toThrow(/cannot read kubeconfig .*nope: ENOENT/);
       await expect(loadKubeConnection({ apiUrl: 'ftp://x' })).rejects.toThrow(/--kube-api-url: "ftp:\/\/x" must be an http or https URL/);

@@ -377,3 +377,13 @@ describe('grpcReason', () => {
     expect(grpcReason('no answer within 5 s')).toBe('no answer within 5 s');
   });
 });
+
+describe('etcd store: endpoints', () => {
+  it('refuses a user or password in an endpoint, and never prints it', async () => {
+    for (const endpoint of ['https://root:hunter2@10.0.0.1:2379', 'http://:hunter2@10.0.0.1:2379', 'http://hunter2@ bad']) {
+      const err = await EtcdStore.open({ etcdEndpoints: [endpoint] }).then(() => undefined, (e: Error) => e);
+      expect(err?.message, endpoint).toMatch(/^--etcd-endpoints: ".*" must not carry a user or password \(use --etcd-username and --etcd-password\)$/);
+      expect(err?.message, endpoint).not.toContain('hunter2');
+    }
+  });
+});

@@ -39,6 +39,14 @@ describe('HostGwNetwork changes passes', () => {
     const [first] = await net.reconcile(leases, 'start', true);
     expect(first).toMatchObject({ up: true, wanted: 100, failed: [] });
     expect(logs).toEqual(['100 route changes (start): 100 added, 0 removed or replaced']);
+    // -v=2: every change, no summary
+    const verbose: string[] = [];
+    const v2 = new HostGwNetwork(CFG, ext, { log: (m) => verbose.push(m), detail: 2, problems: new Reporter((m) => verbose.push(m)), resync: () => {} });
+    v2.attach({ subnet: Prefix.parse('10.88.1.0/24')! });
+    kernel.routes.set('', kernel.routes.get('')!.filter((r) => !r.dst.startsWith('10.88.')));
+    await v2.reconcile(leases, 'start', true);
+    expect(verbose).toHaveLength(100);
+    expect(verbose[0]).toBe('route 10.88.2.0/24 via 192.168.88.2 dev eth0: added (start)');
     expect(net.programmedInFull()).toBe(true);
     let calls = kernel.calls.length;
     const moved = lease(9, 209);
@@ -80,8 +88,10 @@ describe('HostGwNetwork changes passes', () => {
     table.splice(table.findIndex((r) => r.dst === '10.88.2.0/24'), 1);
     await net.reconcileChanges({ removed: [], added: [lease(4)] }, 'changes');
     expect(routes()).toEqual(['10.88.3.0/24 via 192.168.88.3', '10.88.4.0/24 via 192.168.88.4']);
+    logs.length = 0;
     await net.reconcile([...leases, lease(4)], 'periodic', true);
     expect(routes()).toEqual(['10.88.2.0/24 via 192.168.88.2', '10.88.3.0/24 via 192.168.88.3', '10.88.4.0/24 via 192.168.88.4']);
+    expect(logs).toEqual(['route 10.88.2.0/24 via 192.168.88.2 dev eth0: was missing, put back (periodic)']); // drift, said as such
     kernel.failures.push({ match: '10.88.5.0', msg: 'Error: Nexthop has invalid gateway.' });
     const [st] = (await net.reconcileChanges({ removed: [], added: [lease(5)] }, 'changes'))!;
     expect(st.failed).toEqual(['10.88.5.0/24']);

@@ -107,7 +107,7 @@ describe('planning against what was programmed', () => {
 
 describe('desiredPeers with a memo', () => {
   it('judges each lease object once: a pass after one change reads one lease', async () => {
-    const { desiredPeers } = await import('../../../../../src/flannel/backend/vxlan/peers');
+    const { desiredPeers } = await import('../../../../../src/flannel/backend/vxlan/peer-index');
     const { IP } = await import('../../../../../src/net/ip');
     let reads = 0;
     const lease = (n: number) => {

@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { IP, Prefix } from '../../../../../src/net/ip';
 import type { Lease } from '../../../../../src/flannel/lease';
-import { desiredPeers, type Peer } from '../../../../../src/flannel/backend/vxlan/peers';
-import { PeerIndex } from '../../../../../src/flannel/backend/vxlan/peer-index';
+import type { Peer } from '../../../../../src/flannel/backend/vxlan/peers';
+import { PeerIndex, desiredPeers } from '../../../../../src/flannel/backend/vxlan/peer-index';
 
 const net = Prefix.parse('10.88.0.0/16')!;
 const self = { subnet: Prefix.parse('10.88.1.0/24')!, publicIP: IP.parse('192.168.0.1')!, vni: 1, mac: '0a:00:00:00:ff:ff' };

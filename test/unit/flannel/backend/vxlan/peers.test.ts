@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { IP, Prefix } from '../../../../../src/net/ip';
-import { Actual, PlanError, applyPlan, applyPlans, desiredPeers, planPeers } from '../../../../../src/flannel/backend/vxlan/peers';
+import { Actual, PlanError, applyPlan, applyPlans, planPeers } from '../../../../../src/flannel/backend/vxlan/peers';
+import { desiredPeers } from '../../../../../src/flannel/backend/vxlan/peer-index';
 import { FakeKernel } from '../../../../support/fake-kernel';
 import { Lease, LeaseAttrs } from '../../../../../src/flannel/lease';
 
