@@ -88,6 +88,7 @@ interface DaemonFlags extends StoreFlags, KubeFlags {
   cniDataDir: string;
   setNodeNetworkUnavailable: boolean;
   ipamDataDir: string;
+  networkPolicy: boolean;
 }
 
 function storeFlags(cmd: Command): Command {
@@ -176,7 +177,14 @@ function addDaemonFlags(cmd: Command): Command {
         'the flannel CNI plugin\'s dataDir: attachment files that flannel\'s own plugin DELeted and left there are removed; "": not looked at',
         DEFAULT_DATA_DIR,
       )
-      .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true)),
+      .addOption(boolOption('--set-node-network-unavailable', 'with --kube-subnet-mgr: set the Node\'s NetworkUnavailable condition to False once the overlay is up', true))
+      .addOption(
+        boolOption(
+          '--network-policy',
+          'with --kube-subnet-mgr: enforce Kubernetes NetworkPolicy for this node\'s pods, in the nftables table inet flannel-netpol (off: the table is removed); see docs/network-policy.md',
+          false,
+        ),
+      ),
   )));
 }
 
@@ -290,6 +298,7 @@ export async function main(argv: string[]): Promise<void> {
         logDetail: klog.detail,
         skipHeaders: klog.skipHeaders,
         notes: klog.notes,
+        networkPolicy: o.networkPolicy,
       }),
     );
   });
@@ -394,6 +403,22 @@ export async function main(argv: string[]): Promise<void> {
     process.stdout.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
     if (report.problems.length) process.exitCode = 1;
   });
+
+  program
+    .command('policy')
+    .description('which NetworkPolicies select a pod and what they allow, from the Kubernetes API (what the daemon enforces with --network-policy); with --from and --port, whether that connection is allowed')
+    .argument('<pod>', 'namespace/name')
+    .option('--from <pod-or-address>', 'a pod (namespace/name) or an address the connection comes from')
+    .option('--port <protocol/port>', 'with --from: tcp/80, udp/53, sctp/9 (a bare number is TCP)')
+    .option('--kubeconfig-file <file>', 'kubeconfig to reach the API with (default: the in-cluster service account)')
+    .option('--kube-api-url <url>', 'the API server\'s URL (replaces the kubeconfig\'s server)')
+    .option('--json', 'print JSON')
+    .action(async (pod: string, o: { from?: string; port?: string; kubeconfigFile?: string; kubeApiUrl?: string; json?: boolean }) => {
+      if (!/^[^/\s]+\/[^/\s]+$/.test(pod)) throw new Error(`${JSON.stringify(pod)} is not a pod: give namespace/name`);
+      const { policyAnswer, formatPolicyAnswer } = await import('../flannel/commands/policy');
+      const answer = await policyAnswer({ kubeconfigFile: o.kubeconfigFile, apiUrl: o.kubeApiUrl }, { pod, from: o.from, port: o.port });
+      process.stdout.write(o.json ? JSON.stringify(answer, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n' : formatPolicyAnswer(answer));
+    });
 
   // kube-flannel.yml's init containers (deploy/kube-flannel.yml)
   program

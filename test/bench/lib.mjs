@@ -1,5 +1,13 @@
-// Shared bench helpers: timing a child process, medians, and the report table.
-import { spawnSync } from 'node:child_process';
+// Shared bench helpers: timing a child process, medians, the report table, and
+// the stand-in API server the daemon's benches run against.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** Runs argv with env and stdin; returns wall milliseconds. Throws on a non-zero exit. */
 export function timed(argv, { env = {}, input = '' } = {}) {
@@ -31,4 +39,40 @@ export const ratio = (a, b) => `${(a / b).toFixed(2)}x`;
 export function table(rows) {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   for (const r of rows) console.log(r.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd());
+}
+
+/**
+ * The stand-in API server (test/support/kube-apiserver.ts) on 127.0.0.1, built
+ * into `dir`, run as `[...prefix, node, ...nodeArgs, bundle]` (prefix: e.g.
+ * nsenter into a namespace); its hooks called over its control socket.
+ */
+export async function startStandIn(dir, { prefix = [], nodeArgs = [], historyLimit = 20000 } = {}) {
+  const bundle = join(dir, 'kube-apiserver.mjs');
+  if (!existsSync(bundle)) await build({ entryPoints: [join(root, 'test/support/kube-apiserver-main.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile: bundle, logLevel: 'warning' });
+  const controlSocket = join(dir, 'control.sock');
+  writeFileSync(join(dir, 'api.json'), JSON.stringify({ host: '127.0.0.1', controlSocket, historyLimit }));
+  const argv = [...prefix, process.execPath, ...nodeArgs, bundle, join(dir, 'api.json')];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((res, rej) => {
+    let out = '';
+    child.stdout.on('data', (b) => {
+      out += b;
+      if (out.includes('\n')) res(JSON.parse(out.split('\n')[0]).url);
+    });
+    child.once('exit', (c) => rej(new Error(`the stand-in API server exited ${c}`)));
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  const call = (hook, ...args) =>
+    new Promise((res, rej) => {
+      const req = http.request({ socketPath: controlSocket, agent, path: `/_test/${hook}`, method: 'POST', headers: { 'content-type': 'application/json' } }, (r) => {
+        let body = '';
+        r.on('data', (b) => (body += b));
+        r.on('end', () => (r.statusCode === 200 ? res(JSON.parse(body).result) : rej(new Error(`${hook}: ${r.statusCode} ${body}`))));
+      });
+      // A kept-alive connection the server closed as it was reused (its idle timeout): the request
+      // never reached it, so it is sent again on a new one (Node's documented retry for reusedSocket).
+      req.on('error', (err) => (req.reusedSocket && (err.code === 'EPIPE' || err.code === 'ECONNRESET') ? call(hook, ...args).then(res, rej) : rej(err)));
+      req.end(JSON.stringify(args));
+    });
+  return { url, call, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))), pid: child.pid };
 }

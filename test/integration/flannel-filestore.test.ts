@@ -405,7 +405,7 @@ describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward r
     // the stranger: 64 connections that never send a byte, each reopened the moment it is closed
     const stranger =
       "const net = require('net'); let opened = 0, ready = false;" +
-      "const open = () => { opened++; const s = net.connect(+process.argv[2], process.argv[1]); s.on('error', () => {}); s.on('close', () => setImmediate(open));" +
+      "const open = () => { opened++; const s = net.connect(+process.argv[2], process.argv[1]); s.resume(); s.on('error', () => {}); s.on('close', () => setImmediate(open));" +
       " s.on('connect', () => { if (!ready && opened >= 64) { ready = true; console.log('ready'); } }); };" +
       "for (let i = 0; i < 64; i++) open(); process.on('SIGTERM', () => { console.log('opened', opened); process.exit(0); });";
     const proc = spawn('nsenter', [`--net=${world.path}`, '--', process.execPath, '-e', stranger, n6.ip, String(HEALTHZ_PORT)], { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -3,7 +3,8 @@
 // programs. Everything is checked here, before any test runs,
 // and a missing prerequisite fails the run naming it: nothing is skipped in
 // silence. Also builds the project's own libcni driver (test/libcni-driver)
-// once for the run; tests find it with inject('libcniDriver').
+// and the network policy tests' prober (test/netpol-agent) once for the run;
+// tests find them with inject('libcniDriver') and inject('netpolAgent').
 import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** The libcni driver built for this run (test/libcni-driver). */
     libcniDriver: string;
+    /** The network policy tests' server and prober (test/netpol-agent). */
+    netpolAgent: string;
   }
 }
 
@@ -100,17 +103,21 @@ export default function setup(project: TestProject): () => void {
   if (problems.length) throw new Error(`integration prerequisites missing:\n  ${problems.join('\n  ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'libcni-driver-'));
   const driver = join(dir, 'libcni-driver');
-  try {
-    // Debian's Go and libcni, no modules, no network; a few seconds with a fresh build cache.
-    execFileSync('go', ['build', '-o', driver, '.'], {
-      cwd: join(ROOT, 'test/libcni-driver'),
-      env: { ...process.env, GO111MODULE: 'off', GOPATH: '/usr/share/gocode', GOCACHE: join(dir, 'gocache'), GOFLAGS: '' },
-      stdio: 'pipe',
-    });
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    throw new Error(`building test/libcni-driver failed: ${(err as { stderr?: Buffer }).stderr?.toString() ?? err}`);
+  const agent = join(dir, 'netpol-agent');
+  for (const [what, out] of [['libcni-driver', driver], ['netpol-agent', agent]]) {
+    try {
+      // Debian's Go (and for the driver, libcni), no modules, no network; a few seconds with a fresh build cache.
+      execFileSync('go', ['build', '-o', out, '.'], {
+        cwd: join(ROOT, 'test', what),
+        env: { ...process.env, GO111MODULE: 'off', GOPATH: '/usr/share/gocode', GOCACHE: join(dir, 'gocache'), GOFLAGS: '' },
+        stdio: 'pipe',
+      });
+    } catch (err) {
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(`building test/${what} failed: ${(err as { stderr?: Buffer }).stderr?.toString() ?? err}`);
+    }
   }
   project.provide('libcniDriver', driver);
+  project.provide('netpolAgent', agent);
   return () => rmSync(dir, { recursive: true, force: true });
 }

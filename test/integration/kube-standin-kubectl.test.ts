@@ -2,7 +2,9 @@
 // tested against the stand-in (test/support/kube-apiserver.ts). This file
 // proves the stand-in with the real kubectl: get, get -o json, annotate,
 // patch (strategic, merge, JSON), delete, get --chunk-size (paged lists), and get --watch seeing changes made
-// by another client, each checked against the server's own state.
+// by another client, each checked against the server's own state; for Namespaces, Pods and NetworkPolicies
+// (what --network-policy reads) apply -f (create, then a strategic merge patch), get across namespaces and by
+// label, label --overwrite, get --watch, delete (a namespace with what is in it).
 //
 // The server runs as its own process inside a network namespace, over HTTPS
 // with a CA made for the test and a bearer token, and kubectl runs in a
@@ -182,6 +184,103 @@ describe('the stand-in API server, driven by the real kubectl', () => {
     await waitRows(5);
     expect(rows().slice(2)).toEqual(['ADDED kt-c', 'MODIFIED kt-c', 'DELETED kt-c']);
     child.kill('SIGTERM');
+  });
+
+  describe('namespaces, pods and network policies', () => {
+    const policyYaml = (port: number) => `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: db-from-web
+  namespace: kt-x
+spec:
+  podSelector:
+    matchLabels: {app: db}
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {team: blue}}
+      podSelector: {matchLabels: {app: web}}
+    ports:
+    - port: ${port}
+    - protocol: UDP
+      port: dns
+`;
+    const apply = async (yaml: string) => {
+      const file = join(tmp.path, 'apply.yaml');
+      writeFileSync(file, yaml);
+      return ok('apply', '-f', file);
+    };
+
+    it('kubectl apply -f: a Namespace and a NetworkPolicy from YAML; the server holds the policy as written; kubectl get networkpolicies shows it', async () => {
+      expect(await apply('apiVersion: v1\nkind: Namespace\nmetadata: {name: kt-x, labels: {team: blue}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: kt-y}\n')).toMatch(/namespace\/kt-x created\s+namespace\/kt-y created/);
+      expect((await server.get('namespaces', 'kt-x'))!.metadata.labels).toEqual({ team: 'blue', 'kubernetes.io/metadata.name': 'kt-x' });
+      expect(await apply(policyYaml(5432))).toMatch(/networkpolicy\.networking\.k8s\.io\/db-from-web created/);
+      const stored = (await server.get('networkpolicies', 'kt-x/db-from-web'))!;
+      expect(stored.spec).toEqual({
+        podSelector: { matchLabels: { app: 'db' } },
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'blue' } }, podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 5432 }, { protocol: 'UDP', port: 'dns' }] }],
+      });
+      expect(stored.spec.policyTypes).toBeUndefined(); // no defaulting: the daemon's own is what its tests see
+      const rows = (await ok('get', 'networkpolicies', '-n', 'kt-x')).trim().split('\n');
+      expect(rows[0]).toMatch(/^NAME\s+POD-SELECTOR\s+AGE$/);
+      expect(rows[1].split(/\s+/).slice(0, 2)).toEqual(['db-from-web', 'app=db']);
+      expect(JSON.parse(await ok('get', 'netpol', '-A', '-o', 'json')).items.map((p: { metadata: { name: string } }) => p.metadata.name)).toEqual(['db-from-web']);
+    });
+
+    it('kubectl apply -f of a changed policy: one strategic merge patch, the new spec stored; applied again: unchanged, no write', async () => {
+      await server.clearRequests();
+      expect(await apply(policyYaml(5433))).toMatch(/db-from-web configured/);
+      expect((await server.get('networkpolicies', 'kt-x/db-from-web'))!.spec.ingress[0].ports).toEqual([{ port: 5433 }, { protocol: 'UDP', port: 'dns' }]);
+      expect(await apply(policyYaml(5433))).toMatch(/db-from-web unchanged/);
+      const writes = (await server.requests()).filter((r) => !r.control && r.method !== 'GET');
+      expect(writes.map((r) => [r.method, r.path, r.contentType, r.status])).toEqual([
+        ['PATCH', '/apis/networking.k8s.io/v1/namespaces/kt-x/networkpolicies/db-from-web', 'application/strategic-merge-patch+json', 200],
+      ]);
+    });
+
+    it('pods: kubectl get pods -A --chunk-size=1 pages across namespaces; -l selects by label; kubectl label --overwrite moves a pod in and out of a selector', async () => {
+      for (const [ns, name, app] of [['kt-x', 'db-0', 'db'], ['kt-x', 'web-0', 'web'], ['kt-y', 'web-1', 'web']]) {
+        await server.create('pods', { metadata: { namespace: ns, name, labels: { app } }, spec: { nodeName: 'kt-a', containers: [{ name: 'c', image: 'i', ports: [{ name: 'dns', containerPort: 53, protocol: 'UDP' }] }] }, status: { phase: 'Running', podIP: '10.244.1.5', podIPs: [{ ip: '10.244.1.5' }] } });
+      }
+      await server.clearRequests();
+      const all = (await ok('get', 'pods', '-A', '--chunk-size=1', '--no-headers')).trim().split('\n').map((l) => l.split(/\s+/).slice(0, 2).join('/'));
+      expect(all).toEqual(['kt-x/db-0', 'kt-x/web-0', 'kt-y/web-1']);
+      const pages = (await server.requests()).filter((r) => !r.control && r.path === '/api/v1/pods');
+      expect(pages.length).toBe(3);
+      const web = async () => (await ok('get', 'pods', '-A', '-l', 'app=web', '-o', 'jsonpath={.items[*].metadata.name}')).trim();
+      expect(await web()).toBe('web-0 web-1');
+      await ok('label', 'pod', '-n', 'kt-y', 'web-1', 'app=db', '--overwrite');
+      expect(await web()).toBe('web-0');
+      expect((await server.get('pods', 'kt-y/web-1'))!.metadata.labels).toEqual({ app: 'db' });
+      await ok('label', 'pod', '-n', 'kt-y', 'web-1', 'app=web', '--overwrite');
+      expect(await web()).toBe('web-0 web-1');
+      expect((await ok('get', 'pod', '-n', 'kt-x', 'db-0', '--no-headers')).split(/\s+/).slice(0, 3)).toEqual(['db-0', '0/1', 'Running']);
+    });
+
+    it('kubectl get networkpolicies --watch sees an ADD, a MODIFY and a DELETE made by another client', async () => {
+      const child = spawn('nsenter', [`--net=${clientNs.path}`, '--', KUBECTL, `--kubeconfig=${kubeconfig}`, `--cache-dir=${join(tmp.path, 'cache')}`, 'get', 'networkpolicies', '-n', 'kt-y', '--watch', '--output-watch-events'], {
+        env: { PATH: process.env.PATH ?? '', HOME: tmp.path },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      watchers.push(child);
+      let out = '';
+      child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+      const rows = () => out.trim().split('\n').filter((l) => /^(ADDED|MODIFIED|DELETED)/.test(l)).map((l) => l.split(/\s+/).slice(0, 3).join(' '));
+      await waitFor('kubectl to open its watch', async () => (await server.requests()).some((r) => r.path === '/apis/networking.k8s.io/v1/namespaces/kt-y/networkpolicies' && r.query.watch === 'true' && r.status === 200), 30_000, 50);
+      await server.create('networkpolicies', { metadata: { namespace: 'kt-y', name: 'deny-all' }, spec: { podSelector: {} } });
+      await server.patch('networkpolicies', 'kt-y/deny-all', { spec: { podSelector: { matchLabels: { app: 'web' } } } });
+      await server.delete('networkpolicies', 'kt-y/deny-all');
+      await waitFor(`three events from kubectl --watch (so far ${JSON.stringify(out)})`, () => rows().length >= 3, 30_000, 50);
+      expect(rows()).toEqual(['ADDED deny-all <none>', 'MODIFIED deny-all app=web', 'DELETED deny-all app=web']);
+      child.kill('SIGTERM');
+    });
+
+    it('kubectl delete networkpolicy, then kubectl delete namespace: its pods go with it', async () => {
+      expect(await ok('delete', 'networkpolicy', '-n', 'kt-x', 'db-from-web')).toMatch(/networkpolicy\.networking\.k8s\.io "db-from-web" deleted/);
+      expect(await server.get('networkpolicies', 'kt-x/db-from-web')).toBeUndefined();
+      expect(await ok('delete', 'namespace', 'kt-x')).toMatch(/namespace "kt-x" deleted/);
+      expect((await server.list('pods')).map((p) => `${p.metadata.namespace}/${p.metadata.name}`)).toEqual(['kt-y/web-1']);
+      expect((await kubectl('get', 'pods', '-n', 'kt-x')).stderr + (await ok('get', 'pods', '-n', 'kt-x'))).toMatch(/No resources found/);
+    });
   });
 
   it('kubectl delete node: the Node is gone from the server', async () => {

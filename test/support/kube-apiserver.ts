@@ -1,25 +1,39 @@
-// A stand-in kube-apiserver for tests: Nodes only, over real HTTP(S), with the
-// semantics a Node informer and kubectl rely on (facts from the Kubernetes API
-// docs, "API concepts", and kube-apiserver's node strategy):
+// A stand-in kube-apiserver for tests: Nodes, Namespaces, Pods and
+// NetworkPolicies (kube-kinds.ts), over real HTTP(S), with the semantics an
+// informer and kubectl rely on (facts from the Kubernetes API docs, "API
+// concepts", and kube-apiserver's strategies):
 //
 // - list, get, create, update (PUT), delete, and PATCH in the three formats
-//   (kube-patch.ts), on /api/v1/nodes[/NAME] and the status subresource
-//   /api/v1/nodes/NAME/status. As in kube-apiserver, a write to the Node keeps
-//   its old status and a write to /status keeps its old spec; metadata
-//   (annotations, labels) changes through both (flanneld patches its
-//   annotations through /status). A write that changes nothing is no write.
+//   (kube-patch.ts), on /api/v1/nodes[/NAME], /api/v1/namespaces[/NAME],
+//   /api/v1/namespaces/NS/pods[/NAME] and
+//   /apis/networking.k8s.io/v1/namespaces/NS/networkpolicies[/NAME], and the
+//   status subresources (nodes, namespaces, pods: NAME/status). As in
+//   kube-apiserver, a write to the object keeps its old status and a write to
+//   /status keeps its old spec; metadata (annotations, labels) changes
+//   through both (flanneld patches its annotations through /status). A write
+//   that changes nothing is no write. Namespaced kinds are also listed and
+//   watched across namespaces (/api/v1/pods, /apis/networking.k8s.io/v1/
+//   networkpolicies). An object is created in a namespace that exists (404
+//   otherwise); deleting a namespace deletes what is in it, then it (at once:
+//   no Terminating phase). A created Namespace gets its
+//   kubernetes.io/metadata.name label and phase Active, a Pod created over
+//   the API phase Pending; a NetworkPolicy is stored as given, without the
+//   API's defaulting (policyTypes), so that a client's own defaulting is
+//   what the tests see.
 // - one resourceVersion counter for the whole server, bumped by every write;
 //   a given metadata.resourceVersion in an update or patch is a precondition
 //   (409 Conflict).
 // - watch (?watch=1): newline-separated JSON events ADDED, MODIFIED, DELETED,
 //   BOOKMARK (allowWatchBookmarks=true) and ERROR on a chunked 200 response;
-//   from resourceVersion unset or "0" it starts with an ADDED per Node, from
-//   N it replays the changes after N from a bounded history; an N older than
-//   the history is answered, as kube-apiserver answers it, by an ERROR event
-//   holding a 410 Expired Status. timeoutSeconds ends the stream.
-//   labelSelector and fieldSelector (metadata.name, spec.unschedulable) work
-//   for list and watch; a Node that stops matching a watch's selector is
-//   DELETED for it, one that starts matching is ADDED.
+//   from resourceVersion unset or "0" it starts with an ADDED per object, from
+//   N it replays the changes after N from a bounded history of the kind (its
+//   watch cache); an N older than the history is answered, as kube-apiserver
+//   answers it, by an ERROR event holding a 410 Expired Status.
+//   timeoutSeconds ends the stream. labelSelector and fieldSelector
+//   (metadata.name, metadata.namespace, and each kind's own: spec.nodeName,
+//   status.phase, spec.unschedulable...) work for list and watch; an object
+//   that stops matching a watch's selector is DELETED for it, one that starts
+//   matching is ADDED.
 // - paged lists (?limit=N, then ?continue=TOKEN): every page is the list as
 //   it was at the first page's resourceVersion (rebuilt from the watch
 //   history), which each page carries; metadata.continue is set while more
@@ -29,41 +43,44 @@
 //   metadata.continue, as kube-apiserver answers it; so is the next one after
 //   the expireContinueTokens hook.
 // - server-side Table output (Accept: ...;as=Table;g=meta.k8s.io) for list,
-//   get and watch, with kubectl's node columns; discovery (/version, /api,
-//   /api/v1, /apis) and legacy JSON errors (Status objects).
+//   get and watch, with kubectl's columns; discovery (/version, /api,
+//   /api/v1, /apis, /apis/networking.k8s.io[/v1]) and legacy JSON errors
+//   (Status objects).
 // - authentication: bearer tokens and, over TLS, client certificates signed
-//   by `clientCA` (the user is the CN); users have a role: "admin" (anything)
-//   or "flannel" (kube-flannel's ClusterRole: get/list/watch nodes, patch
-//   nodes/status, get pods). Every client is treated alike: kubectl, our
-//   client, curl.
-// - Pods: only GET /api/v1/namespaces/NS/pods/NAME, of pods a test made with
-//   createPod (flanneld finds its node from its own pod when NODE_NAME is
-//   not set).
+//   by `clientCA` (the user is the CN); users have roles, RBAC rules
+//   (ROLE_RULES): "admin" (anything), "flannel" (kube-flannel's ClusterRole:
+//   get/list/watch nodes, patch nodes/status, get pods), "network-policy"
+//   (deploy/kube-flannel.yml's ClusterRole for --network-policy: list and
+//   watch pods, namespaces and networkpolicies). Every client is treated
+//   alike: kubectl, our client, curl.
 //
 // Test hooks (KubeApiHooks) run in-process, or through the control socket (a
 // unix socket: reachable from any network namespace, which matters when the
 // server runs inside one, see kube-apiserver-process.ts). The control socket
 // also serves the API itself without authentication.
 //
-// Not modelled: other resources, server-side apply, protobuf, dry-run, managedFields, finalizers/graceful
-// deletion, watch-list (sendInitialEvents).
+// Not modelled: other kinds, server-side apply, protobuf, dry-run,
+// managedFields, finalizers/graceful deletion, watch-list
+// (sendInitialEvents), the API's validation of objects.
 import { randomUUID } from 'node:crypto';
 import { chmodSync, rmSync } from 'node:fs';
 import http, { IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { KINDS, apiVersionOf, kindOf, type KindSpec } from './kube-kinds';
 import { Json, JsonObject, PatchError, isObject, jsonPatch, mergePatch, strategicMergePatch } from './kube-patch';
+import { Requirement, SelectorError, matches, parseFieldSelector, parseLabelSelector } from './kube-selectors';
 
 export type { Json, JsonObject } from './kube-patch';
 
-export type Role = 'admin' | 'flannel';
+export type Role = 'admin' | 'flannel' | 'network-policy';
 
 export interface KubeUser {
   name: string;
   /** Its bearer token; users without one authenticate by client certificate (CN = name). */
   token?: string;
-  role: Role;
+  role: Role | Role[];
 }
 
 export interface KubeApiServerOptions {
@@ -74,7 +91,7 @@ export interface KubeApiServerOptions {
   tls?: { cert: string; key: string; clientCA?: string };
   /** Who may call. Without users and without a client CA, anyone may (plain test servers). */
   users?: KubeUser[];
-  /** How many Node events the watch history keeps (kube-apiserver's watch cache holds the last ~100 per type by default). */
+  /** How many events each kind's watch history keeps (kube-apiserver's watch cache holds the last ~100 per type by default). */
   historyLimit?: number;
   /** How often a watch that allows bookmarks gets one (kube-apiserver: about a minute). */
   bookmarkIntervalMs?: number;
@@ -96,12 +113,26 @@ export interface RequestRecord {
   control?: boolean;
 }
 
-/** A Node as stored: plain JSON, loosely typed for the tests' convenience. */
-export type StoredNode = { metadata: { name: string; [key: string]: any }; [key: string]: any };
+/** An object as stored: plain JSON, loosely typed for the tests' convenience. */
+export type StoredObject = { metadata: { name: string; [key: string]: any }; [key: string]: any };
+export type StoredNode = StoredObject;
 
 /** What a test can do to the server besides calling its API; in-process and over the control socket alike. */
 export interface KubeApiHooks {
-  /** Stores a Pod (metadata.namespace and metadata.name), for GET only. */
+  /** Creates an object of `resource` (nodes, namespaces, pods, networkpolicies) as it is given (status included), as another component would write it; returns it as stored. */
+  create(resource: string, object: JsonObject): Promise<StoredObject>;
+  /** Creates many objects of `resource` at once (benches: thousands of Pods); returns how many. */
+  createMany(resource: string, objects: JsonObject[]): Promise<number>;
+  /** The object `key` (its name, or namespace/name) of `resource`. */
+  get(resource: string, key: string): Promise<StoredObject | undefined>;
+  list(resource: string): Promise<StoredObject[]>;
+  /** A JSON merge patch of the whole object (spec, status, metadata), as another component would write it. */
+  patch(resource: string, key: string, patch: Json): Promise<StoredObject>;
+  /** Replaces the object (named by its metadata) with `object`, as an update (PUT) does: one MODIFIED. */
+  update(resource: string, object: JsonObject): Promise<StoredObject>;
+  /** Deletes the object (a namespace: with what is in it); false when it is not there. */
+  delete(resource: string, key: string): Promise<boolean>;
+  /** Stores a Pod as it is given (create('pods'), also in a namespace that does not exist). */
   createPod(pod: JsonObject): Promise<void>;
   /** Creates a Node as it is given (status included), as the API does; returns it as stored. */
   createNode(node: JsonObject): Promise<StoredNode>;
@@ -110,18 +141,19 @@ export interface KubeApiHooks {
   /** A JSON merge patch of the whole Node (spec, status, metadata), as another component would write it. */
   patchNode(name: string, patch: Json): Promise<StoredNode>;
   deleteNode(name: string): Promise<boolean>;
-  /** The next watch (or the next `times` watches) that starts from a resourceVersion (not unset or "0") gets 410 Expired. */
   /**
-   * `from` (client addresses): each of them gets 410 on its own next watch
-   * from a resourceVersion, whoever else reconnects first (a shared count
-   * can be used up by one fast client).
+   * The next watch (or the next `times` watches) that starts from a
+   * resourceVersion (not unset or "0") gets 410 Expired. `from` (client
+   * addresses): each of them gets 410 on its own next watch from a
+   * resourceVersion, whoever else reconnects first (a shared count can be
+   * used up by one fast client).
    */
   forceGone(times?: number, from?: string[]): Promise<void>;
   /** Breaks every open watch stream (the connection is destroyed, no clean end); returns how many. */
   dropWatches(): Promise<number>;
   /** Sends a BOOKMARK to every watch that allows them, now; returns how many. */
   sendBookmarks(): Promise<number>;
-  /** Writes `count` times to "other resources": the resourceVersion moves on, no Node changes. Returns the new one. */
+  /** Writes `count` times to "other resources": the resourceVersion moves on, nothing changes. Returns the new one. */
   bumpResourceVersion(count?: number): Promise<string>;
   /** The next `times` list requests with a continue token get 410 Expired (their snapshot "compacted"). */
   expireContinueTokens(times?: number): Promise<void>;
@@ -143,6 +175,7 @@ export interface KubeApiHooks {
 }
 
 export const HOOK_NAMES: readonly (keyof KubeApiHooks)[] = [
+  'create', 'createMany', 'get', 'list', 'patch', 'update', 'delete',
   'createPod', 'createNode', 'getNode', 'listNodes', 'patchNode', 'deleteNode', 'forceGone', 'dropWatches',
   'sendBookmarks', 'bumpResourceVersion', 'expireContinueTokens', 'setUsers', 'requests', 'clearRequests', 'openWatches',
   'sendRawWatchText', 'oversizeNextList', 'oversizedListResult',
@@ -173,81 +206,63 @@ const statusObject = (code: number, reason: string, message: string, details?: J
   code,
 });
 
-const notFound = (name: string) => new ApiError(404, 'NotFound', `nodes "${name}" not found`, { name, kind: 'nodes' });
-const conflict = (name: string) =>
-  new ApiError(409, 'Conflict', `Operation cannot be fulfilled on nodes "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, kind: 'nodes' });
+const notFound = (k: KindSpec, name: string) => new ApiError(404, 'NotFound', `${k.resource}${k.group ? `.${k.group}` : ''} "${name}" not found`, { name, ...(k.group ? { group: k.group } : {}), kind: k.resource });
+const conflict = (k: KindSpec, name: string) =>
+  new ApiError(409, 'Conflict', `Operation cannot be fulfilled on ${k.resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, kind: k.resource });
 
 /** What kube-apiserver shows anyone (system:public-info-viewer). */
 const PUBLIC_PATHS = new Set(['/version', '/healthz', '/livez', '/readyz']);
 
 type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
 
-/** kube-flannel's ClusterRole, as far as Nodes go. */
-const FLANNEL_ROLE: Record<string, Verb[]> = { pods: ['get'], nodes: ['get', 'list', 'watch'], 'nodes/status': ['patch'] };
-
-// ---- selectors -------------------------------------------------------------
-
-type Requirement = { key: string; op: '=' | '!=' | 'in' | 'notin' | 'exists' | '!'; values: string[] };
-
-function splitTopLevel(text: string): string[] {
-  const parts: string[] = [];
-  let depth = 0;
-  let cur = '';
-  for (const c of text) {
-    if (c === '(') depth++;
-    if (c === ')') depth--;
-    if (c === ',' && depth === 0) {
-      parts.push(cur);
-      cur = '';
-    } else cur += c;
-  }
-  if (cur.trim()) parts.push(cur);
-  return parts.map((p) => p.trim()).filter(Boolean);
+/** An RBAC PolicyRule, as a ClusterRole lists them. */
+export interface RbacRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
 }
 
-function parseLabelSelector(text: string | undefined): Requirement[] {
-  if (!text) return [];
-  return splitTopLevel(text).map((part) => {
-    let m = /^(\S+?)\s*(==|=|!=)\s*(\S*)$/.exec(part);
-    if (m) return { key: m[1], op: m[2] === '!=' ? '!=' : '=', values: [m[3]] };
-    m = /^(\S+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(part);
-    if (m) return { key: m[1], op: m[2] as 'in' | 'notin', values: m[3].split(',').map((v) => v.trim()) };
-    if (/^!\S+$/.test(part)) return { key: part.slice(1), op: '!', values: [] };
-    if (/^\S+$/.test(part)) return { key: part, op: 'exists', values: [] };
-    throw new ApiError(400, 'BadRequest', `unable to parse requirement: ${JSON.stringify(part)}`);
-  });
+/**
+ * The roles' rules: "flannel" is kube-flannel's ClusterRole, "network-policy"
+ * the ClusterRole deploy/kube-flannel.yml adds for --network-policy (a unit
+ * test holds the manifest to these).
+ */
+export const ROLE_RULES: Record<Role, RbacRule[]> = {
+  admin: [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }],
+  flannel: [
+    { apiGroups: [''], resources: ['pods'], verbs: ['get'] },
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+  ],
+  'network-policy': [
+    { apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['list', 'watch'] },
+    { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['list', 'watch'] },
+  ],
+};
+
+const any = (list: string[], v: string) => list.includes('*') || list.includes(v);
+
+// ---- the server ----------------------------------------------------------------
+
+interface Change {
+  rv: number;
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  /** The object after the change (DELETED: as it was, with the deletion's resourceVersion). */
+  object: JsonObject;
+  previous?: JsonObject;
 }
 
-const FIELDS = new Set(['metadata.name', 'spec.unschedulable']);
-
-function parseFieldSelector(text: string | undefined): Requirement[] {
-  if (!text) return [];
-  return splitTopLevel(text).map((part) => {
-    const m = /^([^=!]+?)\s*(==|=|!=)\s*(.*)$/.exec(part);
-    if (!m) throw new ApiError(400, 'BadRequest', `invalid field selector: ${JSON.stringify(part)}`);
-    if (!FIELDS.has(m[1])) throw new ApiError(400, 'BadRequest', `field label not supported: ${m[1]}`);
-    return { key: m[1], op: m[2] === '!=' ? '!=' : '=', values: [m[3]] };
-  });
-}
-
-function matches(reqs: Requirement[], get: (key: string) => string | undefined): boolean {
-  return reqs.every(({ key, op, values }) => {
-    const v = get(key);
-    switch (op) {
-      case '=':
-        return v === values[0];
-      case '!=':
-        return v !== values[0];
-      case 'in':
-        return v !== undefined && values.includes(v);
-      case 'notin':
-        return v === undefined || !values.includes(v);
-      case 'exists':
-        return v !== undefined;
-      case '!':
-        return v === undefined;
-    }
-  });
+/** One kind's objects and watch history. */
+interface Store {
+  kind: KindSpec;
+  objects: Map<string, JsonObject>;
+  /** The keys in etcd's order (byte order); undefined after a create or delete. */
+  sorted?: string[];
+  history: Change[];
+  /** The newest resourceVersion whose change fell out of the history: a watch must start at or after it. */
+  evictedThrough: number;
+  /** The list at an older resourceVersion, as a paged list's later pages read it (made once per list, as etcd keeps it). */
+  snapshot?: { rv: number; objects: JsonObject[] };
 }
 
 interface Selector {
@@ -255,89 +270,11 @@ interface Selector {
   fields: Requirement[];
 }
 
-function selects(sel: Selector, node: JsonObject): boolean {
-  const meta = node.metadata as JsonObject;
-  const labels = (meta.labels ?? {}) as Record<string, string>;
-  const field = (k: string) => (k === 'metadata.name' ? String(meta.name) : String((node.spec as JsonObject)?.unschedulable === true));
-  return matches(sel.labels, (k) => labels[k]) && matches(sel.fields, field);
-}
-
-// ---- kubectl's node table ----------------------------------------------------
-
-const NODE_COLUMNS = [
-  { name: 'Name', type: 'string', format: 'name', description: 'Name must be unique within a namespace.', priority: 0 },
-  { name: 'Status', type: 'string', format: '', description: 'The status of the node', priority: 0 },
-  { name: 'Roles', type: 'string', format: '', description: 'The roles of the node', priority: 0 },
-  { name: 'Age', type: 'string', format: '', description: 'CreationTimestamp is a timestamp representing the server time when this object was created.', priority: 0 },
-  { name: 'Version', type: 'string', format: '', description: 'Kubelet Version reported by the node.', priority: 0 },
-  { name: 'Internal-IP', type: 'string', format: '', description: 'List of internal IPs.', priority: 1 },
-  { name: 'External-IP', type: 'string', format: '', description: 'List of external IPs.', priority: 1 },
-];
-
-/** k8s.io/apimachinery's duration.HumanDuration, to the day. */
-function humanAge(ms: number): string {
-  const s = Math.max(0, Math.floor(ms / 1000));
-  if (s < 120) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 10) return s % 60 ? `${m}m${s % 60}s` : `${m}m`;
-  if (m < 180) return `${m}m`;
-  const h = Math.floor(m / 60);
-  if (h < 8) return m % 60 ? `${h}h${m % 60}m` : `${h}h`;
-  if (h < 48) return `${h}h`;
-  const d = Math.floor(h / 24);
-  return d < 8 && h % 24 ? `${d}d${h % 24}h` : `${d}d`;
-}
-
-function nodeRow(node: JsonObject): JsonObject {
-  const meta = node.metadata as JsonObject;
-  const status = (node.status ?? {}) as JsonObject;
-  const conditions = (Array.isArray(status.conditions) ? status.conditions : []) as JsonObject[];
-  const ready = conditions.find((c) => c.type === 'Ready');
-  let state = !ready ? 'Unknown' : ready.status === 'True' ? 'Ready' : 'NotReady';
-  if ((node.spec as JsonObject)?.unschedulable === true) state += ',SchedulingDisabled';
-  const labels = (meta.labels ?? {}) as Record<string, string>;
-  const roles = Object.keys(labels).filter((k) => k.startsWith('node-role.kubernetes.io/')).map((k) => k.slice('node-role.kubernetes.io/'.length));
-  if (labels['kubernetes.io/role']) roles.push(labels['kubernetes.io/role']);
-  const addresses = (Array.isArray(status.addresses) ? status.addresses : []) as JsonObject[];
-  const ip = (type: string) => addresses.filter((a) => a.type === type).map((a) => a.address).join(',') || '<none>';
-  return {
-    cells: [
-      meta.name,
-      state,
-      roles.length ? roles.sort().join(',') : '<none>',
-      humanAge(Date.now() - Date.parse(String(meta.creationTimestamp))),
-      String((status.nodeInfo as JsonObject | undefined)?.kubeletVersion ?? ''),
-      ip('InternalIP'),
-      ip('ExternalIP'),
-    ],
-    object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: structuredClone(meta) },
-  };
-}
-
-function table(nodes: JsonObject[], resourceVersion: string | undefined, withColumns = true): JsonObject {
-  return {
-    kind: 'Table',
-    apiVersion: 'meta.k8s.io/v1',
-    metadata: resourceVersion ? { resourceVersion } : {},
-    ...(withColumns ? { columnDefinitions: NODE_COLUMNS } : {}),
-    rows: nodes.map(nodeRow),
-  };
-}
-
-const wantsTable = (req: IncomingMessage) => /as=Table/.test(req.headers.accept ?? '') && /g=meta\.k8s\.io/.test(req.headers.accept ?? '');
-
-// ---- the server ----------------------------------------------------------------
-
-interface Change {
-  rv: number;
-  type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  /** The Node after the change (DELETED: as it was, with the deletion's resourceVersion). */
-  object: JsonObject;
-  previous?: JsonObject;
-}
-
 interface Watch {
   res: ServerResponse;
+  store: Store;
+  /** A watch of one namespace's objects. */
+  namespace?: string;
   selector: Selector;
   table: boolean;
   bookmarks: boolean;
@@ -345,18 +282,27 @@ interface Watch {
   timers: NodeJS.Timeout[];
 }
 
+/** Where a request goes: a kind, in a namespace or not, an object or the collection, a subresource. */
+interface Target {
+  kind: KindSpec;
+  namespace?: string;
+  name?: string;
+  subresource?: string;
+}
+
 const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
+const metaOf = (o: JsonObject) => o.metadata as JsonObject;
+const keyOf = (o: JsonObject) => {
+  const m = metaOf(o);
+  return m.namespace !== undefined ? `${String(m.namespace)}/${String(m.name)}` : String(m.name);
+};
+const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+const wantsTable = (req: IncomingMessage) => /as=Table/.test(req.headers.accept ?? '') && /g=meta\.k8s\.io/.test(req.headers.accept ?? '');
+
 export class KubeApiServer implements KubeApiHooks {
-  private readonly nodes = new Map<string, JsonObject>();
-  /** The names in key order; undefined after a create or delete. */
-  private sortedNames?: string[];
-  /** By "namespace/name". */
-  private readonly pods = new Map<string, JsonObject>();
+  private readonly stores = new Map<string, Store>(KINDS.map((k) => [k.resource, { kind: k, objects: new Map(), history: [], evictedThrough: 0 }]));
   private rv = 1;
-  private readonly history: Change[] = [];
-  /** The newest resourceVersion whose change fell out of the history: a watch must start at or after it. */
-  private evictedThrough = 0;
   private readonly watches = new Set<Watch>();
   /** How many of the next watches from a resourceVersion get 410 (forceGone). */
   private gonePending = 0;
@@ -414,29 +360,62 @@ export class KubeApiServer implements KubeApiHooks {
 
   // ---- hooks ----
 
+  private store(resource: string): Store {
+    const s = this.stores.get(resource);
+    if (!s) throw new ApiError(404, 'NotFound', `no resource ${JSON.stringify(resource)} here (${[...this.stores.keys()].join(', ')})`);
+    return s;
+  }
+
+  async create(resource: string, object: JsonObject): Promise<StoredObject> {
+    return this.createIn(this.store(resource), object, true) as StoredObject;
+  }
+  async createMany(resource: string, objects: JsonObject[]): Promise<number> {
+    const s = this.store(resource);
+    for (const o of objects) this.createIn(s, o, true);
+    return objects.length;
+  }
+  async get(resource: string, key: string): Promise<StoredObject | undefined> {
+    const o = this.store(resource).objects.get(key);
+    return o && (structuredClone(o) as StoredObject);
+  }
+  async list(resource: string): Promise<StoredObject[]> {
+    return this.sorted(this.store(resource)).map((o) => structuredClone(o) as StoredObject);
+  }
+  async patch(resource: string, key: string, patch: Json): Promise<StoredObject> {
+    const s = this.store(resource);
+    const cur = s.objects.get(key);
+    if (!cur) throw notFound(s.kind, key);
+    return this.save(s, key, mergePatch(cur, patch) as JsonObject) as StoredObject;
+  }
+  async update(resource: string, object: JsonObject): Promise<StoredObject> {
+    const s = this.store(resource);
+    const key = keyOf(object);
+    if (!s.objects.has(key)) throw notFound(s.kind, key);
+    return this.save(s, key, structuredClone(object)) as StoredObject;
+  }
+  async delete(resource: string, key: string): Promise<boolean> {
+    const s = this.store(resource);
+    if (!s.objects.has(key)) return false;
+    this.remove(s, key);
+    return true;
+  }
   async createPod(pod: JsonObject): Promise<void> {
-    const meta = pod.metadata as JsonObject;
-    this.pods.set(`${String(meta.namespace)}/${String(meta.name)}`, structuredClone(pod));
+    await this.create('pods', pod);
   }
   async createNode(node: JsonObject): Promise<StoredNode> {
-    return this.create(node) as StoredNode;
+    return this.create('nodes', node);
   }
   async getNode(name: string): Promise<StoredNode | undefined> {
-    const n = this.nodes.get(name);
-    return n && (structuredClone(n) as StoredNode);
+    return this.get('nodes', name);
   }
   async listNodes(): Promise<StoredNode[]> {
-    return this.sorted().map((n) => structuredClone(n) as StoredNode);
+    return this.list('nodes');
   }
   async patchNode(name: string, patch: Json): Promise<StoredNode> {
-    const cur = this.nodes.get(name);
-    if (!cur) throw notFound(name);
-    return this.save(name, mergePatch(cur, patch) as JsonObject) as StoredNode;
+    return this.patch('nodes', name, patch);
   }
   async deleteNode(name: string): Promise<boolean> {
-    if (!this.nodes.has(name)) return false;
-    this.remove(name);
-    return true;
+    return this.delete('nodes', name);
   }
   async forceGone(times = 1, from?: string[]): Promise<void> {
     if (from) for (const a of from) this.goneFor.add(a);
@@ -487,33 +466,45 @@ export class KubeApiServer implements KubeApiHooks {
 
   // ---- storage ----
 
-  /** The Nodes in etcd's key order (byte order of the names): the order lists and their pages follow. */
-  private sorted(nodes?: Iterable<JsonObject>): JsonObject[] {
-    if (nodes) return [...nodes].sort((a, b) => byteOrder(nameOf(a), nameOf(b)));
-    // the names' order is kept between creates and deletes: a list of thousands is paged without sorting them each time
-    this.sortedNames ??= [...this.nodes.keys()].sort(byteOrder);
-    return this.sortedNames.map((n) => this.nodes.get(n)!);
+  /** A kind's objects in etcd's key order (byte order of namespace/name): the order lists and their pages follow. */
+  private sorted(s: Store, objects?: Iterable<JsonObject>): JsonObject[] {
+    if (objects) {
+      const keyed = [...objects].map((o) => [keyOf(o), o] as const);
+      return keyed.sort(([a], [b]) => byteOrder(a, b)).map(([, o]) => o);
+    }
+    // the order is kept between creates and deletes: a list of thousands is paged without sorting them each time
+    s.sorted ??= [...s.objects.keys()].sort(byteOrder);
+    return s.sorted.map((k) => s.objects.get(k)!);
   }
 
-  /** The Nodes as they were at resourceVersion `rv` (at or after evictedThrough): the current ones with the later changes undone. */
-  private nodesAt(rv: number): Iterable<JsonObject> {
-    if (rv >= this.rv) return this.nodes.values();
-    const at = new Map(this.nodes);
-    for (let i = this.history.length - 1; i >= 0 && this.history[i].rv > rv; i--) {
-      const c = this.history[i];
-      if (c.type === 'ADDED') at.delete(nameOf(c.object));
-      else at.set(nameOf(c.object), c.previous!);
+  /** The objects as they were at resourceVersion `rv` (at or after evictedThrough): the current ones with the later changes undone. */
+  private objectsAt(s: Store, rv: number): Iterable<JsonObject> {
+    if (rv >= this.rv) return s.objects.values();
+    const at = new Map(s.objects);
+    for (let i = s.history.length - 1; i >= 0 && s.history[i].rv > rv; i--) {
+      const c = s.history[i];
+      if (c.type === 'ADDED') at.delete(keyOf(c.object));
+      else at.set(keyOf(c.object), c.previous!);
     }
     return at.values();
   }
 
+  /** Whether `o` is in `namespace` (when given) and matches the selector. */
+  private selects(s: Store, sel: Selector, o: JsonObject, namespace?: string): boolean {
+    const meta = metaOf(o);
+    if (namespace !== undefined && meta.namespace !== namespace) return false;
+    const labels = (meta.labels ?? {}) as Record<string, string>;
+    const field = (k: string) => (k === 'metadata.name' ? String(meta.name) : k === 'metadata.namespace' ? String(meta.namespace ?? '') : s.kind.fields[k]?.(o));
+    return matches(sel.labels, (k) => labels[k]) && matches(sel.fields, field);
+  }
+
   /**
    * One page of a list (kube-apiserver's limit/continue): without a continue
-   * token, the first `limit` Nodes now; with one, the next `limit` after its
+   * token, the first `limit` objects now; with one, the next `limit` after its
    * key as they were at its resourceVersion. Every page carries that
    * resourceVersion; metadata.continue is set while more remain.
    */
-  private listPage(q: URLSearchParams, selector: Selector): { items: JsonObject[]; metadata: JsonObject } {
+  private listPage(s: Store, q: URLSearchParams, selector: Selector, namespace?: string): { items: JsonObject[]; metadata: JsonObject } {
     const limitText = q.get('limit');
     const limit = limitText ? Number(limitText) : 0;
     if (limitText && !Number.isSafeInteger(limit)) throw new ApiError(400, 'BadRequest', `limit: Invalid value: ${JSON.stringify(limitText)}`);
@@ -523,7 +514,7 @@ export class KubeApiServer implements KubeApiHooks {
     if (token) {
       if (q.get('resourceVersion')) throw new ApiError(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
       const t = decodeContinue(token);
-      if (this.continueExpiries > 0 || t.rv < this.evictedThrough) {
+      if (this.continueExpiries > 0 || t.rv < s.evictedThrough) {
         this.continueExpiries = Math.max(0, this.continueExpiries - 1);
         throw new ApiError(
           410,
@@ -535,80 +526,112 @@ export class KubeApiServer implements KubeApiHooks {
       }
       [rv, after] = [t.rv, t.start];
     }
-    const all = rv >= this.rv ? this.sorted() : this.sorted(this.nodesAt(rv));
-    // the first Node after the token's key, found by bisection: paging through thousands stays linear
+    let all: JsonObject[];
+    if (rv >= this.rv) all = this.sorted(s);
+    else {
+      // the later pages of a list the server has written since: the list as it was, made once and kept for them
+      if (s.snapshot?.rv !== rv) s.snapshot = { rv, objects: this.sorted(s, this.objectsAt(s, rv)) };
+      all = s.snapshot.objects;
+    }
+    // the first object after the token's key, found by bisection: paging through thousands stays linear
     let lo = 0;
     for (let hi = all.length; after !== undefined && lo < hi; ) {
       const mid = (lo + hi) >> 1;
-      if (byteOrder(nameOf(all[mid]), after) > 0) hi = mid;
+      if (byteOrder(keyOf(all[mid]), after) > 0) hi = mid;
       else lo = mid + 1;
     }
-    const plain = !selector.labels.length && !selector.fields.length;
+    const plain = !selector.labels.length && !selector.fields.length && namespace === undefined;
     const items: JsonObject[] = [];
     let i = lo;
-    for (; i < all.length && (limit <= 0 || items.length < limit); i++) if (plain || selects(selector, all[i])) items.push(all[i]);
-    const remaining = plain ? all.length - i : all.slice(i).filter((n) => selects(selector, n)).length;
+    for (; i < all.length && (limit <= 0 || items.length < limit); i++) if (plain || this.selects(s, selector, all[i], namespace)) items.push(all[i]);
+    const remaining = plain ? all.length - i : all.slice(i).filter((o) => this.selects(s, selector, o, namespace)).length;
     const metadata: JsonObject = { resourceVersion: String(rv) };
     if (remaining > 0) {
-      metadata.continue = encodeContinue(rv, nameOf(items[items.length - 1]));
+      metadata.continue = encodeContinue(rv, keyOf(items[items.length - 1]));
       if (plain) metadata.remainingItemCount = remaining;
     }
     return { items, metadata };
   }
 
-  private create(input: Json): JsonObject {
-    if (!isObject(input) || !isObject(input.metadata)) throw new ApiError(400, 'BadRequest', 'the body must be a Node object');
+  /** A create: a valid name, not there yet, in a namespace that exists (over the API: `hook` false). */
+  private createIn(s: Store, input: Json, hook: boolean, namespace?: string): JsonObject {
+    const k = s.kind;
+    if (!isObject(input) || !isObject(input.metadata)) throw new ApiError(400, 'BadRequest', `the body must be a ${k.kind} object`);
     const name = input.metadata.name;
     if (typeof name !== 'string' || !NAME_RE.test(name) || name.length > 253) {
-      throw new ApiError(422, 'Invalid', `Node "${String(name)}" is invalid: metadata.name: Invalid value: ${JSON.stringify(name)}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`, { name: String(name), kind: 'Node' });
+      throw new ApiError(422, 'Invalid', `${k.kind} "${String(name)}" is invalid: metadata.name: Invalid value: ${JSON.stringify(name)}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`, { name: String(name), kind: k.kind });
     }
-    if (this.nodes.has(name)) throw new ApiError(409, 'AlreadyExists', `nodes "${name}" already exists`, { name, kind: 'nodes' });
-    const node: JsonObject = {
+    let ns: string | undefined;
+    if (k.namespaced) {
+      ns = namespace ?? (typeof input.metadata.namespace === 'string' ? input.metadata.namespace : undefined);
+      if (!ns) throw new ApiError(400, 'BadRequest', 'the namespace of the object must be given');
+      if (input.metadata.namespace !== undefined && input.metadata.namespace !== ns) throw new ApiError(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      if (!hook && !this.stores.get('namespaces')!.objects.has(ns)) throw new ApiError(404, 'NotFound', `namespaces "${ns}" not found`, { name: ns, kind: 'namespaces' });
+    }
+    const key = ns !== undefined ? `${ns}/${name}` : name;
+    if (s.objects.has(key)) throw new ApiError(409, 'AlreadyExists', `${k.resource}${k.group ? `.${k.group}` : ''} "${name}" already exists`, { name, kind: k.resource });
+    const o: JsonObject = {
       ...structuredClone(input),
-      kind: 'Node',
-      apiVersion: 'v1',
-      metadata: { ...structuredClone(input.metadata), uid: randomUUID(), creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z') },
-      spec: isObject(input.spec) ? structuredClone(input.spec) : {},
-      status: isObject(input.status) ? structuredClone(input.status) : {},
+      kind: k.kind,
+      apiVersion: apiVersionOf(k),
+      metadata: { ...structuredClone(input.metadata), ...(ns !== undefined ? { namespace: ns } : {}), uid: randomUUID(), creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z') },
+      ...(isObject(input.spec) ? { spec: structuredClone(input.spec) } : k.status ? { spec: {} } : {}),
+      ...(k.status ? { status: isObject(input.status) ? structuredClone(input.status) : {} } : {}),
     };
-    delete (node.metadata as JsonObject).resourceVersion;
-    this.nodes.set(name, node);
-    this.sortedNames = undefined;
-    this.record('ADDED', node);
-    return structuredClone(node);
+    delete (o.metadata as JsonObject).resourceVersion;
+    k.onCreate?.(o, hook);
+    s.objects.set(key, o);
+    s.sorted = undefined;
+    this.record(s, 'ADDED', o);
+    return structuredClone(o);
   }
 
-  /** Stores `next` as Node `name` unless nothing changed; the identity fields stay the server's. */
-  private save(name: string, next: JsonObject): JsonObject {
-    const cur = this.nodes.get(name)!;
-    const curMeta = cur.metadata as JsonObject;
-    next.kind = 'Node';
-    next.apiVersion = 'v1';
-    const meta = { ...(isObject(next.metadata) ? next.metadata : {}), name, uid: curMeta.uid, creationTimestamp: curMeta.creationTimestamp, resourceVersion: curMeta.resourceVersion };
+  /** Stores `next` as the object at `key` unless nothing changed; the identity fields stay the server's. */
+  private save(s: Store, key: string, next: JsonObject): JsonObject {
+    const cur = s.objects.get(key)!;
+    const curMeta = metaOf(cur);
+    next.kind = s.kind.kind;
+    next.apiVersion = apiVersionOf(s.kind);
+    const meta: JsonObject = {
+      ...(isObject(next.metadata) ? next.metadata : {}),
+      name: curMeta.name,
+      ...(curMeta.namespace !== undefined ? { namespace: curMeta.namespace } : {}),
+      uid: curMeta.uid,
+      creationTimestamp: curMeta.creationTimestamp,
+      resourceVersion: curMeta.resourceVersion,
+    };
+    if (s.kind.resource === 'namespaces') meta.labels = { ...(isObject(meta.labels) ? meta.labels : {}), 'kubernetes.io/metadata.name': String(curMeta.name) };
     next.metadata = meta;
     if (JSON.stringify(next) === JSON.stringify(cur)) return structuredClone(cur);
-    this.nodes.set(name, next);
-    this.record('MODIFIED', next, cur);
+    s.objects.set(key, next);
+    this.record(s, 'MODIFIED', next, cur);
     return structuredClone(next);
   }
 
-  private remove(name: string): JsonObject {
-    const cur = this.nodes.get(name)!;
-    this.nodes.delete(name);
-    this.sortedNames = undefined;
+  /** Deletes the object at `key`; a namespace takes what is in it along first. */
+  private remove(s: Store, key: string): JsonObject {
+    if (s.kind.resource === 'namespaces') {
+      for (const other of this.stores.values()) {
+        if (!other.kind.namespaced) continue;
+        for (const k of [...other.objects.keys()]) if (k.startsWith(`${key}/`)) this.remove(other, k);
+      }
+    }
+    const cur = s.objects.get(key)!;
+    s.objects.delete(key);
+    s.sorted = undefined;
     const gone = structuredClone(cur);
-    this.record('DELETED', gone, cur);
+    this.record(s, 'DELETED', gone, cur);
     return gone;
   }
 
-  /** A write: the next resourceVersion, into the history and out to the watches. */
-  private record(type: Change['type'], object: JsonObject, previous?: JsonObject): void {
+  /** A write: the next resourceVersion, into the kind's history and out to the watches. */
+  private record(s: Store, type: Change['type'], object: JsonObject, previous?: JsonObject): void {
     this.rv++;
-    (object.metadata as JsonObject).resourceVersion = String(this.rv);
+    metaOf(object).resourceVersion = String(this.rv);
     const change: Change = { rv: this.rv, type, object: structuredClone(object), previous: previous && structuredClone(previous) };
-    this.history.push(change);
-    while (this.history.length > this.historyLimit) this.evictedThrough = this.history.shift()!.rv;
-    for (const w of this.watches) this.deliver(w, change);
+    s.history.push(change);
+    while (s.history.length > this.historyLimit) s.evictedThrough = s.history.shift()!.rv;
+    for (const w of this.watches) if (w.store === s) this.deliver(w, change);
   }
 
   // ---- HTTP ----
@@ -637,7 +660,14 @@ export class KubeApiServer implements KubeApiHooks {
         res.destroy();
         return;
       }
-      const e = err instanceof ApiError ? err : err instanceof PatchError ? new ApiError(err.code, err.code === 400 ? 'BadRequest' : 'Invalid', err.message) : new ApiError(500, 'InternalError', String(err));
+      const e =
+        err instanceof ApiError
+          ? err
+          : err instanceof PatchError
+            ? new ApiError(err.code, err.code === 400 ? 'BadRequest' : 'Invalid', err.message)
+            : err instanceof SelectorError
+              ? new ApiError(400, 'BadRequest', err.message)
+              : new ApiError(500, 'InternalError', String(err));
       send(res, e.code, statusObject(e.code, e.reason, e.message, e.details, e.metadata));
     }
   }
@@ -662,117 +692,161 @@ export class KubeApiServer implements KubeApiHooks {
     throw new ApiError(401, 'Unauthorized', 'Unauthorized');
   }
 
-  private authorize(user: KubeUser | undefined, verb: Verb, resource: 'pods' | 'nodes' | 'nodes/status', name?: string, namespace?: string): void {
-    if (!user || user.role === 'admin') return;
-    if (FLANNEL_ROLE[resource]?.includes(verb)) return;
-    const kind = resource === 'pods' ? 'pods' : 'nodes';
+  /** RBAC: one of the user's roles has a rule for the verb on the resource (a subresource as "pods/status"). */
+  private authorize(user: KubeUser | undefined, verb: Verb, t: Target): void {
+    if (!user) return;
+    const resource = t.subresource ? `${t.kind.resource}/${t.subresource}` : t.kind.resource;
+    const roles = Array.isArray(user.role) ? user.role : [user.role];
+    if (roles.some((r) => ROLE_RULES[r].some((rule) => any(rule.apiGroups, t.kind.group) && any(rule.resources, resource) && any(rule.verbs, verb)))) return;
+    const what = t.name ? `${t.kind.resource}${t.kind.group ? `.${t.kind.group}` : ''} "${t.name}"` : `${t.kind.resource}${t.kind.group ? `.${t.kind.group}` : ''}`;
     throw new ApiError(
       403,
       'Forbidden',
-      `${name ? `${kind} "${name}"` : kind} is forbidden: User "${user.name}" cannot ${verb} resource "${resource}" in API group "" ${namespace ? `in the namespace "${namespace}"` : 'at the cluster scope'}`,
-      name ? { name, kind } : { kind },
+      `${what} is forbidden: User "${user.name}" cannot ${verb} resource "${resource}" in API group "${t.kind.group}" ${t.namespace !== undefined ? `in the namespace "${t.namespace}"` : 'at the cluster scope'}`,
+      { ...(t.name ? { name: t.name } : {}), ...(t.kind.group ? { group: t.kind.group } : {}), kind: t.kind.resource },
     );
+  }
+
+  /** The kind, namespace, name and subresource a path names; undefined for a path that is not a resource's. */
+  private target(path: string): Target | undefined {
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    let group: string;
+    let rest: string[];
+    if (parts[0] === 'api' && parts[1] === 'v1') [group, rest] = ['', parts.slice(2)];
+    else if (parts[0] === 'apis' && parts.length >= 3 && parts[2] === 'v1') [group, rest] = [parts[1], parts.slice(3)];
+    else return undefined;
+    if (rest[0] === 'namespaces' && rest.length >= 3) {
+      const kind = kindOf(rest[2], group);
+      if (kind?.namespaced && rest.length <= 5) return { kind, namespace: rest[1], name: rest[3], subresource: rest[4] };
+    }
+    const kind = kindOf(rest[0], group);
+    if (!kind || rest.length > 3) return undefined;
+    return { kind, name: rest[1], subresource: rest[2] };
   }
 
   private async route(req: IncomingMessage, res: ServerResponse, url: URL, user: KubeUser | undefined): Promise<void> {
     const method = req.method ?? 'GET';
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const accept = req.headers.accept ?? '';
-    if (accept && !/application\/json|\*\/\*|application\/\*/.test(accept)) throw new ApiError(406, 'NotAcceptable', `only application/json is served, not ${accept}`);
-    const discovery = this.discovery(path, req);
-    if (discovery) return send(res, 200, discovery);
-    const pod = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(path);
-    if (pod && method === 'GET') {
-      const [namespace, name] = [decodeURIComponent(pod[1]), decodeURIComponent(pod[2])];
-      this.authorize(user, 'get', 'pods', name, namespace);
-      const found = this.pods.get(`${namespace}/${name}`);
-      if (!found) throw new ApiError(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' });
-      return send(res, 200, found);
+    if (path === '/openapi/v2' && /protobuf/.test(accept)) {
+      // An OpenAPI v2 document with no definitions: protobuf's empty message. kubectl then finds no schema for
+      // any kind, so it validates nothing itself (the server would) and patches by its own types.
+      res.writeHead(200, { 'Content-Type': 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf', 'Content-Length': 0 });
+      return void res.end();
     }
-    const m = /^\/api\/v1\/nodes(?:\/([^/]+)(?:\/(status))?)?$/.exec(path);
-    if (!m) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
-    const name = m[1] && decodeURIComponent(m[1]);
-    const resource = m[2] ? 'nodes/status' : 'nodes';
+    if (accept && !/application\/json|\*\/\*|application\/\*/.test(accept)) throw new ApiError(406, 'NotAcceptable', `only application/json is served, not ${accept}`);
+    const discovery = this.discovery(path, req) ?? openApiV3(path);
+    if (discovery) return send(res, 200, discovery);
+    const t = this.target(path);
+    if (!t || (t.subresource !== undefined && (t.subresource !== 'status' || !t.kind.status))) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
+    const s = this.store(t.kind.resource);
     const q = url.searchParams;
-    if (!name) {
+    if (t.name === undefined) {
       if (method === 'GET') {
         const watch = q.get('watch') === 'true' || q.get('watch') === '1';
-        this.authorize(user, watch ? 'watch' : 'list', 'nodes');
-        const selector = { labels: parseLabelSelector(q.get('labelSelector') ?? undefined), fields: parseFieldSelector(q.get('fieldSelector') ?? undefined) };
-        if (watch) return this.watch(req, res, q, selector);
-        if (this.oversizeBytes > 0) return this.sendOversizedList(res);
-        const { items, metadata } = this.listPage(q, selector);
-        if (wantsTable(req)) return send(res, 200, { ...table(items, undefined), metadata });
-        // stored Nodes are never changed in place (a write stores a new object): each is serialized once
-        return sendText(res, 200, `{"kind":"NodeList","apiVersion":"v1","metadata":${JSON.stringify(metadata)},"items":[${items.map(serialized).join(',')}]}`);
+        this.authorize(user, watch ? 'watch' : 'list', t);
+        const selector = { labels: parseLabelSelector(q.get('labelSelector') ?? undefined), fields: parseFieldSelector(q.get('fieldSelector') ?? undefined, this.fieldsOf(t.kind)) };
+        if (watch) return this.watch(req, res, q, s, selector, t.namespace);
+        if (this.oversizeBytes > 0 && t.kind.resource === 'nodes') return this.sendOversizedList(res);
+        const { items, metadata } = this.listPage(s, q, selector, t.namespace);
+        if (wantsTable(req)) return send(res, 200, { ...this.table(t.kind, items, undefined), metadata });
+        // stored objects are never changed in place (a write stores a new object): each is serialized once
+        return sendText(res, 200, `{"kind":"${t.kind.kind}List","apiVersion":"${apiVersionOf(t.kind)}","metadata":${JSON.stringify(metadata)},"items":[${items.map(serialized).join(',')}]}`);
       }
       if (method === 'POST') {
-        this.authorize(user, 'create', 'nodes');
-        return send(res, 201, this.create(await readJson(req)));
+        checkJsonBody(req);
+        if (t.kind.namespaced && t.namespace === undefined) throw new ApiError(405, 'MethodNotAllowed', `POST is not supported on ${t.kind.resource} across namespaces`);
+        this.authorize(user, 'create', t);
+        return send(res, 201, this.createIn(s, await readJson(req), false, t.namespace));
       }
-      throw new ApiError(405, 'MethodNotAllowed', `${method} is not supported on the node collection`);
+      throw new ApiError(405, 'MethodNotAllowed', `${method} is not supported on the ${t.kind.resource} collection`);
     }
+    if (t.kind.namespaced && t.namespace === undefined) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
+    const key = t.namespace !== undefined ? `${t.namespace}/${t.name}` : t.name;
     switch (method) {
       case 'GET': {
-        this.authorize(user, 'get', resource, name);
-        const node = this.nodes.get(name);
-        if (!node) throw notFound(name);
-        return send(res, 200, wantsTable(req) ? table([node], undefined) : node);
+        this.authorize(user, 'get', t);
+        const o = s.objects.get(key);
+        if (!o) throw notFound(t.kind, t.name);
+        return send(res, 200, wantsTable(req) ? this.table(t.kind, [o], undefined) : o);
       }
       case 'PUT': {
-        this.authorize(user, 'update', resource, name);
-        const cur = this.nodes.get(name);
-        if (!cur) throw notFound(name);
+        checkJsonBody(req);
+        this.authorize(user, 'update', t);
+        const cur = s.objects.get(key);
+        if (!cur) throw notFound(t.kind, t.name);
         const body = await readJson(req);
-        if (!isObject(body) || !isObject(body.metadata)) throw new ApiError(400, 'BadRequest', 'the body must be a Node object');
-        if (body.metadata.name !== name) throw new ApiError(400, 'BadRequest', `the name of the object (${String(body.metadata.name)}) does not match the name on the URL (${name})`);
-        return send(res, 200, this.update(name, cur, body, resource));
+        if (!isObject(body) || !isObject(body.metadata)) throw new ApiError(400, 'BadRequest', `the body must be a ${t.kind.kind} object`);
+        if (body.metadata.name !== t.name) throw new ApiError(400, 'BadRequest', `the name of the object (${String(body.metadata.name)}) does not match the name on the URL (${t.name})`);
+        return send(res, 200, this.write(s, key, cur, body, !!t.subresource));
       }
       case 'PATCH': {
-        this.authorize(user, 'patch', resource, name);
-        const cur = this.nodes.get(name);
-        if (!cur) throw notFound(name);
+        this.authorize(user, 'patch', t);
+        const cur = s.objects.get(key);
+        if (!cur) throw notFound(t.kind, t.name);
         const type = (req.headers['content-type'] ?? '').split(';')[0].trim();
         const patch = await readJson(req);
         let next: Json;
         if (type === 'application/merge-patch+json') next = mergePatch(cur, patch);
-        else if (type === 'application/strategic-merge-patch+json') next = strategicMergePatch(cur, patch);
+        else if (type === 'application/strategic-merge-patch+json') next = strategicMergePatch(cur, patch, t.kind.listMerge);
         else if (type === 'application/json-patch+json') next = jsonPatch(cur, patch);
         else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`);
-        if (!isObject(next) || !isObject(next.metadata)) throw new ApiError(422, 'Invalid', 'the patch leaves no Node');
-        if (next.metadata.name !== name) throw new ApiError(400, 'BadRequest', `the name of the object (${String(next.metadata.name)}) does not match the name on the URL (${name})`);
-        return send(res, 200, this.update(name, cur, next, resource));
+        if (!isObject(next) || !isObject(next.metadata)) throw new ApiError(422, 'Invalid', `the patch leaves no ${t.kind.kind}`);
+        if (next.metadata.name !== t.name) throw new ApiError(400, 'BadRequest', `the name of the object (${String(next.metadata.name)}) does not match the name on the URL (${t.name})`);
+        return send(res, 200, this.write(s, key, cur, next, !!t.subresource));
       }
       case 'DELETE': {
-        if (resource !== 'nodes') throw new ApiError(405, 'MethodNotAllowed', 'DELETE is not supported on nodes/status');
-        this.authorize(user, 'delete', 'nodes', name);
-        const cur = this.nodes.get(name);
-        if (!cur) throw notFound(name);
+        if (t.subresource) throw new ApiError(405, 'MethodNotAllowed', `DELETE is not supported on ${t.kind.resource}/${t.subresource}`);
+        this.authorize(user, 'delete', t);
+        const cur = s.objects.get(key);
+        if (!cur) throw notFound(t.kind, t.name);
         const body = await readJson(req, true);
         const pre = isObject(body) && isObject(body.preconditions) ? body.preconditions : {};
-        const meta = cur.metadata as JsonObject;
-        if ((pre.uid && pre.uid !== meta.uid) || (pre.resourceVersion && pre.resourceVersion !== meta.resourceVersion)) throw conflict(name);
-        this.remove(name);
-        return send(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: 'nodes', uid: meta.uid } });
+        const meta = metaOf(cur);
+        if ((pre.uid && pre.uid !== meta.uid) || (pre.resourceVersion && pre.resourceVersion !== meta.resourceVersion)) throw conflict(t.kind, t.name);
+        this.remove(s, key);
+        return send(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name: t.name, ...(t.kind.group ? { group: t.kind.group } : {}), kind: t.kind.resource, uid: meta.uid } });
       }
       default:
         throw new ApiError(405, 'MethodNotAllowed', `${method} is not supported`);
     }
   }
 
+  private fieldsOf(k: KindSpec): Set<string> {
+    return new Set(['metadata.name', ...(k.namespaced ? ['metadata.namespace'] : []), ...Object.keys(k.fields)]);
+  }
+
   /** An update (PUT or the result of a PATCH): the resourceVersion precondition, then the strategy of the resource written. */
-  private update(name: string, cur: JsonObject, next: JsonObject, resource: 'nodes' | 'nodes/status'): JsonObject {
-    const given = (next.metadata as JsonObject).resourceVersion;
-    if (given !== undefined && given !== (cur.metadata as JsonObject).resourceVersion) throw conflict(name);
-    const uid = (next.metadata as JsonObject).uid;
-    if (uid !== undefined && uid !== (cur.metadata as JsonObject).uid) throw conflict(name);
-    // kube-apiserver's node strategy: the Node keeps its status, /status keeps its spec.
-    if (resource === 'nodes') next.status = structuredClone(cur.status ?? {});
-    else next.spec = structuredClone(cur.spec ?? {});
-    return this.save(name, next);
+  private write(s: Store, key: string, cur: JsonObject, next: JsonObject, status: boolean): JsonObject {
+    const given = metaOf(next).resourceVersion;
+    if (given !== undefined && given !== metaOf(cur).resourceVersion) throw conflict(s.kind, String(metaOf(cur).name));
+    const uid = metaOf(next).uid;
+    if (uid !== undefined && uid !== metaOf(cur).uid) throw conflict(s.kind, String(metaOf(cur).name));
+    // kube-apiserver's strategies: the object keeps its status, /status keeps its spec.
+    if (s.kind.status) {
+      if (!status) next.status = structuredClone(cur.status ?? {});
+      else next.spec = structuredClone(cur.spec ?? {});
+    }
+    return this.save(s, key, next);
+  }
+
+  private table(k: KindSpec, objects: JsonObject[], resourceVersion: string | undefined, withColumns = true): JsonObject {
+    return {
+      kind: 'Table',
+      apiVersion: 'meta.k8s.io/v1',
+      metadata: resourceVersion ? { resourceVersion } : {},
+      ...(withColumns ? { columnDefinitions: k.columns as unknown as Json[] } : {}),
+      rows: objects.map((o) => ({ cells: k.cells(o), object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: structuredClone(metaOf(o)) } })),
+    };
   }
 
   private discovery(path: string, req: IncomingMessage): JsonObject | undefined {
+    const resources = (group: string): JsonObject[] =>
+      KINDS.filter((k) => k.group === group).flatMap((k): JsonObject[] => [
+        { name: k.resource, singularName: k.singular, namespaced: k.namespaced, kind: k.kind, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'], shortNames: k.shortNames },
+        ...(k.status ? [{ name: `${k.resource}/status`, singularName: '', namespaced: k.namespaced, kind: k.kind, verbs: ['get', 'patch', 'update'] }] : []),
+      ]);
+    const group = { name: 'networking.k8s.io', versions: [{ groupVersion: 'networking.k8s.io/v1', version: 'v1' }], preferredVersion: { groupVersion: 'networking.k8s.io/v1', version: 'v1' } };
     switch (path) {
       case '/version':
         return { major: '1', minor: '32', gitVersion: 'v1.32.0', gitCommit: 'cni-ts-stand-in', gitTreeState: 'clean', buildDate: '2025-01-01T00:00:00Z', goVersion: 'go1.23', compiler: 'gc', platform: 'linux/amd64' };
@@ -783,16 +857,13 @@ export class KubeApiServer implements KubeApiHooks {
       case '/api':
         return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: req.headers.host ?? '' }] };
       case '/apis':
-        return { kind: 'APIGroupList', apiVersion: 'v1', groups: [] };
+        return { kind: 'APIGroupList', apiVersion: 'v1', groups: [group] };
+      case '/apis/networking.k8s.io':
+        return { kind: 'APIGroup', apiVersion: 'v1', ...group };
       case '/api/v1':
-        return {
-          kind: 'APIResourceList',
-          groupVersion: 'v1',
-          resources: [
-            { name: 'nodes', singularName: 'node', namespaced: false, kind: 'Node', verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['no'] },
-            { name: 'nodes/status', singularName: '', namespaced: false, kind: 'Node', verbs: ['get', 'patch', 'update'] },
-          ],
-        };
+        return { kind: 'APIResourceList', groupVersion: 'v1', resources: resources('') };
+      case '/apis/networking.k8s.io/v1':
+        return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: 'networking.k8s.io/v1', resources: resources('networking.k8s.io') };
       default:
         return undefined;
     }
@@ -830,7 +901,7 @@ export class KubeApiServer implements KubeApiHooks {
 
   // ---- watch ----
 
-  private watch(req: IncomingMessage, res: ServerResponse, q: URLSearchParams, selector: Selector): void {
+  private watch(req: IncomingMessage, res: ServerResponse, q: URLSearchParams, s: Store, selector: Selector, namespace?: string): void {
     const from = q.get('resourceVersion') ?? '';
     const start = from === '' || from === '0' ? undefined : Number(from);
     if (start !== undefined && (!Number.isSafeInteger(start) || start < 0)) throw new ApiError(400, 'BadRequest', `resourceVersion: Invalid value: ${JSON.stringify(from)}`);
@@ -839,20 +910,20 @@ export class KubeApiServer implements KubeApiHooks {
     }
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
-    const w: Watch = { res, selector, table: wantsTable(req), bookmarks: q.get('allowWatchBookmarks') === 'true', columnsSent: false, timers: [] };
+    const w: Watch = { res, store: s, namespace, selector, table: wantsTable(req), bookmarks: q.get('allowWatchBookmarks') === 'true', columnsSent: false, timers: [] };
     const client = (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-    if (start !== undefined && (this.gonePending > 0 || this.goneFor.has(client) || start < this.evictedThrough)) {
+    if (start !== undefined && (this.gonePending > 0 || this.goneFor.has(client) || start < s.evictedThrough)) {
       if (!this.goneFor.delete(client)) this.gonePending = Math.max(0, this.gonePending - 1);
-      const message = `too old resource version: ${start} (${this.evictedThrough + 1})`;
+      const message = `too old resource version: ${start} (${s.evictedThrough + 1})`;
       res.end(JSON.stringify({ type: 'ERROR', object: statusObject(410, 'Expired', message) }) + '\n');
       return;
     }
     this.watches.add(w);
     res.on('close', () => this.forget(w));
     if (start === undefined) {
-      for (const n of this.sorted()) if (selects(selector, n)) this.emit(w, 'ADDED', n);
+      for (const o of this.sorted(s)) if (this.selects(s, selector, o, namespace)) this.emit(w, 'ADDED', o);
     } else {
-      for (const c of this.history) if (c.rv > start) this.deliver(w, c);
+      for (const c of s.history) if (c.rv > start) this.deliver(w, c);
     }
     const timeout = Number(q.get('timeoutSeconds') ?? 1800);
     if (timeout > 0) w.timers.push(setTimeout(() => this.endWatch(w), timeout * 1000));
@@ -861,22 +932,23 @@ export class KubeApiServer implements KubeApiHooks {
 
   /** A change as a watch with a selector sees it (kube-apiserver's cacheWatcher rules). */
   private deliver(w: Watch, c: Change): void {
-    const was = c.previous !== undefined && selects(w.selector, c.previous);
-    const is = c.type !== 'DELETED' && selects(w.selector, c.object);
+    const was = c.previous !== undefined && this.selects(w.store, w.selector, c.previous, w.namespace);
+    const is = c.type !== 'DELETED' && this.selects(w.store, w.selector, c.object, w.namespace);
     if (c.type === 'DELETED') {
       if (was) this.emit(w, 'DELETED', c.object);
     } else if (is) this.emit(w, was || c.type === 'ADDED' ? c.type : 'ADDED', c.object);
-    else if (was) this.emit(w, 'DELETED', { ...structuredClone(c.previous!), metadata: { ...(c.previous!.metadata as JsonObject), resourceVersion: String(c.rv) } });
+    else if (was) this.emit(w, 'DELETED', { ...structuredClone(c.previous!), metadata: { ...metaOf(c.previous!), resourceVersion: String(c.rv) } });
   }
 
-  private emit(w: Watch, type: string, node: JsonObject): void {
-    const object = w.table ? table([node], (node.metadata as JsonObject).resourceVersion as string, !w.columnsSent) : node;
+  private emit(w: Watch, type: string, o: JsonObject): void {
+    const object = w.table ? this.table(w.store.kind, [o], metaOf(o).resourceVersion as string, !w.columnsSent) : o;
     w.columnsSent = true;
     w.res.write(JSON.stringify({ type, object }) + '\n');
   }
 
   private bookmark(w: Watch): void {
-    w.res.write(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Node', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv), creationTimestamp: null }, spec: {}, status: {} } }) + '\n');
+    const k = w.store.kind;
+    w.res.write(JSON.stringify({ type: 'BOOKMARK', object: { kind: k.kind, apiVersion: apiVersionOf(k), metadata: { resourceVersion: String(this.rv), creationTimestamp: null }, ...(k.status ? { spec: {}, status: {} } : {}) } }) + '\n');
   }
 
   private forget(w: Watch): void {
@@ -890,13 +962,40 @@ export class KubeApiServer implements KubeApiHooks {
   }
 }
 
+/** A body in a format other than JSON (kubectl sends built-in kinds as protobuf when it can): 415, as for a format the server does not know. */
+function checkJsonBody(req: IncomingMessage): void {
+  const type = (req.headers['content-type'] ?? 'application/json').split(';')[0].trim();
+  if (type !== 'application/json' && type !== '*/*') throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json`);
+}
+
+/**
+ * The OpenAPI v3 documents as far as kubectl reads them: the root (each
+ * group version's document), and per group version each object path's PATCH
+ * with its kind and the fieldValidation parameter, which tells kubectl apply
+ * that the server validates (so it needs no schema of its own).
+ */
+function openApiV3(path: string): JsonObject | undefined {
+  const gv = (k: KindSpec) => (k.group ? `apis/${k.group}/v1` : 'api/v1');
+  if (path === '/openapi/v3') return { paths: Object.fromEntries([...new Set(KINDS.map(gv))].map((g) => [g, { serverRelativeURL: `/openapi/v3/${g}?hash=cni-ts` }])) };
+  const m = /^\/openapi\/v3\/(api\/v1|apis\/[^/]+\/v1)$/.exec(path);
+  if (!m) return undefined;
+  const paths: JsonObject = {};
+  for (const k of KINDS.filter((x) => gv(x) === m[1])) {
+    const item = `/${gv(k)}${k.namespaced ? '/namespaces/{namespace}' : ''}/${k.resource}/{name}`;
+    paths[item] = {
+      patch: {
+        'x-kubernetes-group-version-kind': { group: k.group, version: 'v1', kind: k.kind },
+        parameters: [{ name: 'fieldValidation', in: 'query', schema: { type: 'string', uniqueItems: true } }],
+      },
+    };
+  }
+  return { openapi: '3.0.0', info: { title: 'Kubernetes', version: 'v1.32.0' }, paths };
+}
+
 /** Starts a stand-in API server (see KubeApiServerOptions); stop() it in afterAll. */
 export function startKubeApiServer(opts: KubeApiServerOptions = {}): Promise<KubeApiServer> {
   return new KubeApiServer(opts).start();
 }
-
-const nameOf = (n: JsonObject) => String((n.metadata as JsonObject).name);
-const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** A continue token as kube-apiserver makes one: base64 of {"v","rv","start"} (the key the next page starts after). */
 function encodeContinue(rv: number, start: string): string {
@@ -923,10 +1022,10 @@ function listen(server: http.Server | https.Server, where: { host: string; port:
   });
 }
 
-const serializedNodes = new WeakMap<JsonObject, string>();
-function serialized(node: JsonObject): string {
-  let text = serializedNodes.get(node);
-  if (text === undefined) serializedNodes.set(node, (text = JSON.stringify(node)));
+const serializedObjects = new WeakMap<JsonObject, string>();
+function serialized(o: JsonObject): string {
+  let text = serializedObjects.get(o);
+  if (text === undefined) serializedObjects.set(o, (text = JSON.stringify(o)));
   return text;
 }
 

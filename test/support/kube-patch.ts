@@ -1,10 +1,11 @@
-// The three PATCH formats of the Kubernetes API, applied to a Node as
+// The three PATCH formats of the Kubernetes API, applied to an object as
 // kube-apiserver applies them (facts from the API docs and k8s.io/api's
 // patchStrategy tags; the stand-in API server's only use):
 //   application/merge-patch+json            RFC 7386: maps merge, null deletes, lists are replaced
-//   application/strategic-merge-patch+json  the same, but the Node's lists with a merge strategy merge
-//                                           (conditions and addresses by "type", podCIDRs and finalizers
-//                                           as sets, ownerReferences by "uid"), with the $patch,
+//   application/strategic-merge-patch+json  the same, but the kind's lists with a merge strategy merge
+//                                           (a Node's conditions and addresses by "type", podCIDRs and
+//                                           finalizers as sets, ownerReferences by "uid"; each kind's in
+//                                           kube-kinds.ts), with the $patch,
 //                                           $retainKeys, $setElementOrder/ and $deleteFromPrimitiveList/
 //                                           directives kubectl and client-go send
 //   application/json-patch+json             RFC 6902 operations on JSON pointers
@@ -37,7 +38,7 @@ export function mergePatch(target: Json | undefined, patch: Json): Json {
   return out;
 }
 
-/** The Node's lists that merge under a strategic merge patch (path → merge key; '' = a list of scalars merged as a set). */
+/** A Node's lists that merge under a strategic merge patch (path → merge key; '' = a list of scalars merged as a set). */
 const NODE_LIST_MERGE: Record<string, string> = {
   'status.conditions': 'type',
   'status.addresses': 'type',
@@ -46,12 +47,12 @@ const NODE_LIST_MERGE: Record<string, string> = {
   'metadata.ownerReferences': 'uid',
 };
 
-/** A strategic merge patch of a Node (lists other than NODE_LIST_MERGE's are replaced, as their Go types say). */
-export function strategicMergePatch(target: Json | undefined, patch: Json): Json {
-  return smp(target, patch, '');
+/** A strategic merge patch (lists other than `listMerge`'s are replaced, as their Go types say; a Node's by default). */
+export function strategicMergePatch(target: Json | undefined, patch: Json, listMerge: Record<string, string> = NODE_LIST_MERGE): Json {
+  return smp(target, patch, '', listMerge);
 }
 
-function smp(target: Json | undefined, patch: Json, path: string): Json {
+function smp(target: Json | undefined, patch: Json, path: string, LM: Record<string, string>): Json {
   if (!isObject(patch)) return clone(patch);
   const directive = patch.$patch;
   if (directive === 'replace') return withoutDirectives(patch);
@@ -62,15 +63,15 @@ function smp(target: Json | undefined, patch: Json, path: string): Json {
     const at = path ? `${path}.${k}` : k;
     if (v === null) delete out[k];
     else if (isObject(v) && v.$patch === 'delete') delete out[k];
-    else if (Array.isArray(v) && at in NODE_LIST_MERGE) out[k] = mergeList(out[k], v, NODE_LIST_MERGE[at], at);
-    else out[k] = smp(out[k], v, at);
+    else if (Array.isArray(v) && Object.hasOwn(LM, at)) out[k] = mergeList(out[k], v, LM[at], at, LM);
+    else out[k] = smp(out[k], v, at, LM);
   }
   for (const [k, v] of Object.entries(patch)) {
     const del = /^\$deleteFromPrimitiveList\/(.+)$/.exec(k);
     if (del && Array.isArray(out[del[1]]) && Array.isArray(v)) out[del[1]] = (out[del[1]] as Json[]).filter((x) => !v.includes(x));
     const order = /^\$setElementOrder\/(.+)$/.exec(k);
     if (order && Array.isArray(out[order[1]]) && Array.isArray(v)) {
-      out[order[1]] = orderBy(out[order[1]] as Json[], v, NODE_LIST_MERGE[path ? `${path}.${order[1]}` : order[1]] ?? '');
+      out[order[1]] = orderBy(out[order[1]] as Json[], v, LM[path ? `${path}.${order[1]}` : order[1]] ?? '');
     }
   }
   if (Array.isArray(patch.$retainKeys)) {
@@ -84,7 +85,7 @@ function withoutDirectives(o: JsonObject): JsonObject {
   return Object.fromEntries(Object.entries(o).filter(([k]) => !k.startsWith('$')).map(([k, v]) => [k, clone(v)]));
 }
 
-function mergeList(target: Json | undefined, patch: Json[], key: string, path: string): Json[] {
+function mergeList(target: Json | undefined, patch: Json[], key: string, path: string, LM: Record<string, string>): Json[] {
   if (patch.some((e) => isObject(e) && e.$patch === 'replace')) {
     return patch.filter((e) => !(isObject(e) && e.$patch === 'replace')).map((e) => (isObject(e) ? withoutDirectives(e) : clone(e)));
   }
@@ -98,7 +99,7 @@ function mergeList(target: Json | undefined, patch: Json[], key: string, path: s
     const i = out.findIndex((o) => isObject(o) && o[key] === e[key]);
     if (e.$patch === 'delete') {
       if (i >= 0) out.splice(i, 1);
-    } else if (i >= 0) out[i] = smp(out[i], e, path);
+    } else if (i >= 0) out[i] = smp(out[i], e, path, LM);
     else out.push(withoutDirectives(e));
   }
   return out;

@@ -88,8 +88,9 @@ const layerOf = (file: string) => relative(SRC, file).split('/')[0];
 /**
  * Inside flannel/, the same rule one level down: the model at the top
  * (netconfig, lease, subnet-env, manager, log) < where leases come from and
- * what is programmed (store, kube, traffic, backend) < the daemon and the CNI
- * plugin < the operator commands.
+ * what is programmed (store, kube, traffic, backend) < network policy (read
+ * from the API through kube's informers) < the daemon and the CNI plugin <
+ * the operator commands.
  */
 const FLANNEL_LAYERS: Record<string, number> = {
   '.': 0,
@@ -97,9 +98,10 @@ const FLANNEL_LAYERS: Record<string, number> = {
   kube: 1,
   traffic: 1,
   backend: 1,
-  daemon: 2,
-  plugin: 2,
-  commands: 3,
+  policy: 2,
+  daemon: 3,
+  plugin: 3,
+  commands: 4,
 };
 const FLANNEL = join(SRC, 'flannel');
 const flannelLayerOf = (file: string) => {

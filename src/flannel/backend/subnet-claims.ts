@@ -103,8 +103,13 @@ export class SubnetClaims {
     return first?.lease;
   }
 
-  /** Why a lease that does not stand is not programmed. */
-  static conflict(lease: Lease, established: Lease): string {
-    return `${nameOfLease(lease)}: overlaps ${nameOfLease(established)}, which was there first: not programmed`;
+  /** Why the leases claiming `key` that an established claim overlaps are not programmed. */
+  conflictsAt(key: string): string[] {
+    const out: string[] = [];
+    for (const l of this.at(key)) {
+      const first = this.blocker(l);
+      if (first) out.push(`${nameOfLease(l)}: overlaps ${nameOfLease(first)}, which was there first: not programmed`);
+    }
+    return out;
   }
 }

@@ -12,34 +12,14 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { IP, type Prefix } from '../../net/ip';
 import { DEFAULT_DATA_DIR } from '../../ipam/config';
+import { Histogram, family, type Labels } from '../../util/prometheus';
 
-/** Upper bounds of the reconcile duration buckets, in seconds. */
-const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Upper bounds of the lease change latency buckets, in seconds (the goal is 10 ms). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
-
-type Labels = Record<string, string>;
 type Kind = 'full' | 'changes';
 
 const fam = (family: 4 | 6) => `ipv${family}`;
-const escape = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-const labelText = (l: Labels) => {
-  const keys = Object.keys(l);
-  return keys.length ? `{${keys.map((k) => `${k}="${escape(l[k])}"`).join(',')}}` : '';
-};
-const num = (v: number) => (Number.isFinite(v) ? String(v) : v > 0 ? '+Inf' : v < 0 ? '-Inf' : 'NaN');
-
-/** One metric family's lines: HELP, TYPE and its samples. */
-function family(name: string, type: 'gauge' | 'counter' | 'histogram', help: string, samples: [string, Labels, number][]): string {
-  return [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples.map(([n, l, v]) => `${n}${labelText(l)} ${num(v)}`)].join('\n');
-}
-
-interface Histogram {
-  counts: number[];
-  sum: number;
-  count: number;
-}
 
 export interface MetricsSources {
   /** How often the source listed everything again (kube: a watch's resourceVersion expired, 410 Gone). */
@@ -48,6 +28,9 @@ export interface MetricsSources {
   ipamDir?: string;
 }
 
+/** More metric families, rendered on each scrape (--network-policy's). */
+export type MetricFamilies = () => string[];
+
 export class DaemonMetrics {
   private readonly peerCount = new Map<string, number>();
   private readonly applied = new Map<string, number>();
@@ -55,7 +38,7 @@ export class DaemonMetrics {
   private readonly passes = new Map<string, number>();
   private readonly durations = new Map<Kind, Histogram>();
   private readonly cpu = new Map<Kind, number>();
-  private readonly latency: Histogram = { counts: LATENCY_BUCKETS.map(() => 0), sum: 0, count: 0 };
+  private readonly latency = new Histogram(LATENCY_BUCKETS);
   private lastSuccess?: number;
   private watchErrors = 0;
   private renewals = 0;
@@ -64,7 +47,15 @@ export class DaemonMetrics {
   /** When the process started, in Unix seconds (process_start_time_seconds). */
   private readonly startedAt = Date.now() / 1000 - process.uptime();
 
+  /** Families other parts of the daemon export (--network-policy's). */
+  private readonly more: MetricFamilies[] = [];
+
   constructor(private readonly sources: MetricsSources = {}) {}
+
+  /** Exports `families` too, from the next scrape on. */
+  add(families: MetricFamilies): void {
+    this.more.push(families);
+  }
 
   peers(family: 4 | 6, n: number): void {
     this.peerCount.set(fam(family), n);
@@ -84,18 +75,14 @@ export class DaemonMetrics {
     const key = `${kind} ${ok ? 'ok' : 'failed'}`;
     this.passes.set(key, (this.passes.get(key) ?? 0) + 1);
     let h = this.durations.get(kind);
-    if (!h) this.durations.set(kind, (h = { counts: BUCKETS.map(() => 0), sum: 0, count: 0 }));
-    BUCKETS.forEach((le, i) => seconds <= le && h.counts[i]++);
-    h.sum += seconds;
-    h.count++;
+    if (!h) this.durations.set(kind, (h = new Histogram()));
+    h.observe(seconds);
     if (ok) this.lastSuccess = now / 1000;
   }
 
   /** A pass applied the lease changes the watch reported, the oldest `seconds` after it reached the daemon. */
   leaseChangeApplied(seconds: number): void {
-    LATENCY_BUCKETS.forEach((le, i) => seconds <= le && this.latency.counts[i]++);
-    this.latency.sum += seconds;
-    this.latency.count++;
+    this.latency.observe(seconds);
   }
 
   watchError(): void {
@@ -165,14 +152,9 @@ export class DaemonMetrics {
     const hist: [string, Labels, number][] = [];
     for (const kind of ['full', 'changes'] as const) {
       const h = this.durations.get(kind);
-      if (!h) continue;
-      BUCKETS.forEach((le, i) => hist.push(['flannel_reconcile_duration_seconds_bucket', { kind, le: String(le) }, h.counts[i]]));
-      hist.push(['flannel_reconcile_duration_seconds_bucket', { kind, le: '+Inf' }, h.count]);
-      hist.push(['flannel_reconcile_duration_seconds_sum', { kind }, h.sum], ['flannel_reconcile_duration_seconds_count', { kind }, h.count]);
+      if (h) hist.push(...h.samples('flannel_reconcile_duration_seconds', { kind }));
     }
-    const latency: [string, Labels, number][] = LATENCY_BUCKETS.map((le, i) => ['flannel_lease_change_apply_seconds_bucket', { le: String(le) }, this.latency.counts[i]]);
-    latency.push(['flannel_lease_change_apply_seconds_bucket', { le: '+Inf' }, this.latency.count]);
-    latency.push(['flannel_lease_change_apply_seconds_sum', {}, this.latency.sum], ['flannel_lease_change_apply_seconds_count', {}, this.latency.count]);
+    const latency = this.latency.samples('flannel_lease_change_apply_seconds', {});
     const passes: [string, Labels, number][] = [...this.passes].sort().map(([key, v]) => {
       const [kind, result] = key.split(' ');
       return ['flannel_reconcile_passes_total', { kind, result }, v];
@@ -191,6 +173,7 @@ export class DaemonMetrics {
         family('flannel_relists_total', 'counter', 'Times the lease source was listed again in full because the watch fell behind (Kubernetes: 410 Gone).', [['flannel_relists_total', {}, this.sources.relists?.() ?? 0]]),
         family('flannel_lease_renewals_total', 'counter', 'Renewals of this node\'s lease (etcd and file stores; Kubernetes leases are not renewed).', [['flannel_lease_renewals_total', {}, this.renewals]]),
         family('flannel_pod_addresses', 'gauge', 'Pod addresses of this node\'s subnet per host-local network: state "in_use" (reserved) or "free".', this.podAddresses()),
+        ...this.more.flatMap((f) => f()),
         ...this.processFamilies(),
       ].join('\n') + '\n'
     );

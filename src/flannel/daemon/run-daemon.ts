@@ -1,5 +1,6 @@
 // `vxlan-flannel daemon` as a process: opens the subnet manager the flags ask
 // for, serves /healthz, /readyz and /metrics when asked (healthz.ts, metrics.ts), runs the daemon
+// (and, with --network-policy, the policy controller: policy/controller.ts, loaded only then)
 // until SIGTERM or SIGINT, and says how to exit. Log lines go to stderr as
 // `<RFC 3339 time> vxlan-flannel: <message>`.
 import { setFlagsFromString } from 'node:v8';
@@ -10,7 +11,10 @@ import { currentRunner, setRunner } from '../../iproute/exec';
 import { Daemon, DaemonOptions } from './daemon';
 import { setDaemonV8Flags } from './v8-flags';
 import { DaemonMetrics } from './metrics';
-import type { KubeOptions } from '../kube/kube-manager';
+import type { KubeManager, KubeOptions } from '../kube/kube-manager';
+import type { PolicyController } from '../policy/controller';
+import { TABLE as POLICY_TABLE, removeTable as removePolicyTable } from '../policy/table';
+import type { Family } from '../../net/ip';
 import type { LeaseSubnets } from '../lease';
 import { Log, printable } from '../log';
 import type { SubnetManager } from '../manager';
@@ -35,6 +39,8 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   skipHeaders?: boolean;
   /** Lines logged first (flags accepted that change nothing here). */
   notes?: readonly string[];
+  /** --network-policy (with --kube-subnet-mgr): enforce NetworkPolicy for this node's pods. */
+  networkPolicy?: boolean;
 }
 
 /** Log lines on stderr: `<RFC 3339 time> vxlan-flannel: <message>`, or without the time. */
@@ -85,6 +91,34 @@ async function openManager(o: RunOptions, log: Log): Promise<SubnetManager> {
 }
 
 /**
+ * --network-policy: the policy controller on the manager's connection, for
+ * the overlay's families (both when net-conf.json cannot be read yet: the
+ * daemon says why). Without the flag, a table a previous run left is removed:
+ * dropping the flag turns enforcement off; nothing else of policy is loaded.
+ */
+async function startPolicy(o: RunOptions, manager: SubnetManager, log: Log): Promise<PolicyController | undefined> {
+  if (!o.networkPolicy) {
+    await removePolicyTable().then(
+      (removed) => removed && log(`removed the nftables table inet ${POLICY_TABLE}: --network-policy is off`),
+      (err) => log(`cannot remove the nftables table inet ${POLICY_TABLE} (--network-policy is off): ${(err as Error).message}`),
+    );
+    return undefined;
+  }
+  const kube = manager as KubeManager;
+  let families: Family[] = [4, 6];
+  try {
+    const cfg = await kube.getNetworkConfig();
+    families = [...(cfg.v4 ? [4 as const] : []), ...(cfg.v6 ? [6 as const] : [])];
+  } catch {
+    // the daemon retries and logs it; both families meanwhile
+  }
+  const { PolicyController } = await import('../policy/controller');
+  const policy = new PolicyController({ client: kube.client, nodeName: kube.opts.nodeName, families, log, resyncMs: o.reconcileMs });
+  policy.start();
+  return policy;
+}
+
+/**
  * Runs the daemon until SIGTERM or SIGINT; resolves with the exit code: 0
  * after a stop, 1 when it could not start (or stop). A signal during start-up
  * stops it at its next step.
@@ -104,6 +138,10 @@ export async function runDaemon(o: RunOptions): Promise<number> {
     process.exit(70);
   });
   for (const note of o.notes ?? []) log(note);
+  if (o.networkPolicy && !o.kube) {
+    log('fatal: --network-policy needs --kube-subnet-mgr (the policies, pods and namespaces are read from the Kubernetes API)');
+    return 1;
+  }
   let manager: SubnetManager;
   try {
     manager = await openManager(o, log);
@@ -113,26 +151,36 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   }
   const metrics = new DaemonMetrics({ relists: () => manager.relists?.() ?? 0, ipamDir: o.ipamDir });
   const daemon = new Daemon(manager, { ...o, log, metrics, afterFullPass });
+  const policy = await startPolicy(o, manager, log);
+  if (policy) metrics.add(() => policy.metrics.families());
+  // /readyz: the overlay first, then policy enforcement
+  const health = { live: () => daemon.live(), ready: () => daemon.ready() ?? policy?.ready() };
   let closeHealth = async () => {};
   if (o.healthz) {
     try {
-      closeHealth = (await (await import('./healthz')).serveHealth(o.healthz, daemon, metrics)).close;
+      closeHealth = (await (await import('./healthz')).serveHealth(o.healthz, health, metrics)).close;
       const everywhere = o.healthz.ip === '0.0.0.0' || o.healthz.ip === '::';
       // flanneld's default address too; said here because the endpoints answer anyone who can reach them
       log(`serving /healthz, /readyz and /metrics on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}${everywhere ? ' (every address of this node, without authentication: --healthz-ip narrows it)' : ''}`);
     } catch (err) {
       log(`fatal: cannot serve /healthz on ${o.healthz.ip} port ${o.healthz.port}: ${(err as Error).message}`);
+      await policy?.stop();
       await manager.close().catch(() => {});
       return 1;
     }
   }
+  // before the daemon closes the connection they share; the table goes only when the node leaves
+  const stopPolicy = async () => {
+    await policy?.stop();
+    if (o.releaseOnExit) await policy?.remove().catch((err) => log(`cannot remove the nftables table inet ${POLICY_TABLE}: ${(err as Error).message}`));
+  };
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;
       stopping = true;
-      log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ' (the lease, VTEP, routes and firewall rules stay for the next start)'}`);
-      daemon.stop().finally(closeHealth).finally(sessions.close).then(
+      log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ` (the lease, VTEP, routes and firewall rules${policy ? ' and the network policy table' : ''} stay for the next start)`}`);
+      stopPolicy().then(() => daemon.stop()).finally(closeHealth).finally(sessions.close).then(
         () => resolve(0),
         (err) => {
           log(`stop failed: ${(err as Error).message}`);
@@ -145,6 +193,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
     daemon.start().catch(async (err) => {
       if (stopping) return; // stopped while starting: stop() resolves
       log(`fatal: ${(err as Error).message}`);
+      await policy?.stop();
       await daemon.stop().catch(() => {});
       await closeHealth();
       resolve(1);

@@ -1,7 +1,9 @@
-// A small Kubernetes API client for what the kube subnet manager does with
-// Nodes: get, list, watch, and patch (its annotations and its
-// NetworkUnavailable condition, through the status subresource as flanneld
-// does: kube-flannel's ClusterRole grants `patch` on nodes/status only).
+// A small Kubernetes API client for what the daemon does: list and watch a
+// collection (Nodes for the kube subnet manager; Pods, Namespaces and
+// NetworkPolicies for --network-policy), get a Node or a Pod, and patch our
+// Node (its annotations and its NetworkUnavailable condition, through the
+// status subresource as flanneld does: kube-flannel's ClusterRole grants
+// `patch` on nodes/status only).
 // HTTP/1.1 over node:https with one keep-alive agent; JSON only.
 //
 // Why our own client and not @kubernetes/client-node: see the README's
@@ -10,7 +12,8 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConnection } from './config';
-import type { KubeNode, NodeList, WatchEvent } from './node';
+import type { KubeNode, NodeList } from './node';
+import { NODES, type KubeObject, type ObjectList, type Resource, type WatchEvent } from './resource';
 import { CheckedEvent, LineSplitter, isObject, mib, parseWatchEvent } from './watch-stream';
 
 /** A request that failed: the message names the method, the URL and the HTTP status (or the network error). */
@@ -116,16 +119,16 @@ export class KubeClient {
   }
 
   /**
-   * One page of the Nodes, as client-go's pager reads them: at most `limit`
+   * One page of a collection, as client-go's pager reads it: at most `limit`
    * (the first page: read consistently, the most recent state), or the
    * page after `token` (the last page's `continue`; every page is the list
    * at the first page's resourceVersion). `continue` is set while more
    * remain. A token the server no longer serves is a KubeApiError 410
    * (Expired): list again from the first page.
    */
-  async listNodesPage(limit: number, token?: string): Promise<NodeList> {
+  async listPage<T extends KubeObject>(r: Resource, limit: number, token?: string): Promise<ObjectList<T>> {
     const query = new URLSearchParams({ limit: String(limit), ...(token ? { continue: token } : {}) });
-    const path = `/api/v1/nodes?${query}`;
+    const path = `${r.path}?${query}`;
     const list = await this.call<unknown>('GET', path);
     const malformed = (what: string) => new KubeApiError(`GET ${this.conn.server}${path}: ${what}`, 200, MALFORMED);
     if (!isObject(list)) throw malformed('the list is not a JSON object');
@@ -134,37 +137,43 @@ export class KubeClient {
     const meta = isObject(list.metadata) ? list.metadata : {};
     const rv = typeof meta.resourceVersion === 'string' ? meta.resourceVersion : '';
     const next = typeof meta.continue === 'string' ? meta.continue : undefined;
-    return { items: items as unknown as KubeNode[], resourceVersion: rv, ...(next ? { continue: next } : {}) };
+    return { items: items as unknown as T[], resourceVersion: rv, ...(next ? { continue: next } : {}) };
   }
 
   /**
-   * Every Node, read consistently, with the list's resourceVersion: in pages
-   * of `limit`, so that no answer holds thousands of Nodes at once; listed
-   * again from the start when a continue token expired (a few times at most).
+   * A whole collection, read consistently, with the list's resourceVersion:
+   * in pages of `limit`, so that no answer holds thousands of objects at
+   * once; listed again from the start when a continue token expired (a few
+   * times at most).
    */
-  async listNodes(limit = LIST_PAGE_SIZE): Promise<NodeList> {
-    const items: KubeNode[] = [];
-    const rv = await this.eachNodePage(limit, (page) => items.push(...page.items), () => (items.length = 0));
+  async list<T extends KubeObject>(r: Resource, limit = LIST_PAGE_SIZE): Promise<ObjectList<T>> {
+    const items: T[] = [];
+    const rv = await this.eachPage<T>(r, limit, (page) => items.push(...page.items), () => (items.length = 0));
     return { items, resourceVersion: rv };
   }
 
+  /** Every Node (list()). */
+  listNodes(limit = LIST_PAGE_SIZE): Promise<NodeList> {
+    return this.list<KubeNode>(NODES, limit);
+  }
+
   /**
-   * Reads the Nodes page by page, handing each to `onPage` (the next one is
-   * on its way meanwhile); when a continue
-   * token expired (410), calls `onRestart(why)` and starts again from the
-   * first page (client-go lists again too), at most `restarts` times.
-   * Resolves with the list's resourceVersion.
+   * Reads a collection page by page, handing each to `onPage` (the next one
+   * is on its way meanwhile); when a continue token expired (410), calls
+   * `onRestart(why)` and starts again from the first page (client-go lists
+   * again too), at most `restarts` times. Resolves with the list's
+   * resourceVersion.
    */
-  async eachNodePage(limit: number, onPage: (page: NodeList) => void, onRestart: (why: string) => void, restarts = 3): Promise<string> {
+  async eachPage<T extends KubeObject>(r: Resource, limit: number, onPage: (page: ObjectList<T>) => void, onRestart: (why: string) => void, restarts = 3): Promise<string> {
     // the next page is asked for before this one is handed over: the server works while we do
     const ask = (token?: string) => {
-      const p = this.listNodesPage(limit, token);
+      const p = this.listPage<T>(r, limit, token);
       p.catch(() => {}); // awaited below; not unhandled meanwhile
       return { token, page: p };
     };
     let next = ask();
     for (;;) {
-      let page: NodeList;
+      let page: ObjectList<T>;
       try {
         page = await next.page;
       } catch (err) {
@@ -190,13 +199,18 @@ export class KubeClient {
     return this.call<KubeNode>('PATCH', path, { text: JSON.stringify(patch), type: PATCH_CONTENT_TYPE[opts.type ?? 'strategic'] });
   }
 
+  /** Watches Nodes (watch()). */
+  watchNodes(resourceVersion: string, onEvent: (e: WatchEvent<KubeNode>) => void, timeoutSeconds: number): WatchHandle {
+    return this.watch<KubeNode>(NODES, resourceVersion, onEvent, timeoutSeconds);
+  }
+
   /**
-   * Watches Nodes from `resourceVersion` (every change after it, then live),
-   * with bookmarks; the server ends the stream after `timeoutSeconds`.
+   * Watches a collection from `resourceVersion` (every change after it, then
+   * live), with bookmarks; the server ends the stream after `timeoutSeconds`.
    */
-  watchNodes(resourceVersion: string, onEvent: (e: WatchEvent) => void, timeoutSeconds: number): WatchHandle {
+  watch<T extends KubeObject>(r: Resource, resourceVersion: string, onEvent: (e: WatchEvent<T>) => void, timeoutSeconds: number): WatchHandle {
     const query = new URLSearchParams({ watch: '1', allowWatchBookmarks: 'true', resourceVersion, timeoutSeconds: String(timeoutSeconds) });
-    const { req, url } = this.open('GET', `/api/v1/nodes?${query}`);
+    const { req, url } = this.open('GET', `${r.path}?${query}`);
     let stopped = false;
     let over = false;
     const done = new Promise<void>((resolve, reject) => {
@@ -230,7 +244,7 @@ export class KubeClient {
                 const message = typeof s.message === 'string' ? s.message : JSON.stringify(s);
                 return fail(new KubeApiError(`GET ${url}: watch ERROR ${code ?? '?'} ${reason ?? ''}: ${message.slice(0, 500)}`, code, reason));
               }
-              onEvent(event as unknown as WatchEvent);
+              onEvent(event as unknown as WatchEvent<T>);
             }
           } catch (err) {
             const what = event ? `its ${event.type} event could not be read (${(err as Error).message})` : `it sent ${(err as Error).message}`;

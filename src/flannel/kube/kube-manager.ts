@@ -19,7 +19,8 @@ import { isObject } from './watch-stream';
 import { KubeConfigOptions, KubeConnection, loadKubeConnection, verificationWarning } from './config';
 import { networkDownPatch, networkUpPatch } from './network-condition';
 import type { KubeNode } from './node';
-import { NodeChange, NodeWatch, NodeWatchOptions } from './node-watch';
+import { Change, Informer, InformerOptions } from './informer';
+import { NODES } from './resource';
 
 export { DEFAULT_NET_CONF_PATH } from './config';
 
@@ -126,7 +127,7 @@ export async function connect(o: KubeOptions): Promise<{ client: KubeClient; con
 export class KubeManager implements SubnetManager {
   readonly description: string;
   readonly names: FlannelAnnotations;
-  private readonly watch: NodeWatch;
+  private readonly watch: Informer<KubeNode>;
   private synced = false;
   private lastError?: Error;
   /** Settles when the first list succeeded or failed: the first questions about our Node wait for it. */
@@ -151,14 +152,15 @@ export class KubeManager implements SubnetManager {
     readonly client: KubeClient,
     readonly opts: Omit<KubeOptions, keyof KubeConfigOptions>,
     log: Log,
-    watchOpts?: NodeWatchOptions,
+    watchOpts?: InformerOptions<KubeNode>,
   ) {
     this.names = annotationNames(opts.annotationPrefix);
     this.description = `Kubernetes API ${client.server}, node ${JSON.stringify(opts.nodeName)}`;
     this.early = new Reporter(log);
     this.firstTry = new Promise((resolve) => (this.firstTried = resolve));
-    this.watch = new NodeWatch(
+    this.watch = new Informer<KubeNode>(
       client,
+      NODES,
       {
         onChange: (c) => this.changed(c),
         onError: (err) => this.troubled(err),
@@ -200,12 +202,12 @@ export class KubeManager implements SubnetManager {
     });
   }
 
-  private changed(c: NodeChange): void {
-    const name = c.node.metadata.name;
+  private changed(c: Change<KubeNode>): void {
+    const name = c.key;
     if (name === this.opts.nodeName) this.wakeOwnWaits();
     // each Node's lease is read once per change and kept: heartbeats compare signatures, lists copy leases
     const before = this.leaseOf.get(name)?.signature ?? '';
-    const read = c.type === 'DELETED' ? undefined : nodeLease(c.node, this.names);
+    const read = c.type === 'DELETED' ? undefined : nodeLease(c.object, this.names);
     const now = signatureOf(read);
     if (before === now) {
       // the same lease: the object the backends judged stays (a heartbeat, another annotation)
@@ -251,7 +253,7 @@ export class KubeManager implements SubnetManager {
   /** Our Node as last seen; StoreUnavailable before the first list, undefined when it does not exist. */
   ownNode(): KubeNode | undefined {
     if (!this.synced) throw this.notSynced();
-    return this.watch.nodes().get(this.opts.nodeName);
+    return this.watch.objects().get(this.opts.nodeName);
   }
 
   async getNetworkConfig(): Promise<NetworkConfig> {
@@ -321,7 +323,7 @@ export class KubeManager implements SubnetManager {
 
   /** Our Node's subnets for the config's families, or why there are none (yet). */
   private usableSubnets(cfg: NetworkConfig): { node: KubeNode; subnets: LeaseSubnets; field: string } | { wait: string } {
-    const node = this.watch.nodes().get(this.opts.nodeName);
+    const node = this.watch.objects().get(this.opts.nodeName);
     if (!node) return { wait: 'it does not exist (yet): waiting for the kubelet to register it' };
     let assigned: LeaseSubnets;
     try {
@@ -348,7 +350,7 @@ export class KubeManager implements SubnetManager {
 
   snapshot(): LeaseList {
     const list: LeaseList = { leases: [], bad: [], revision: String(this.changes) };
-    for (const name of this.watch.nodes().keys()) {
+    for (const name of this.watch.objects().keys()) {
       const read = this.leaseOf.get(name)?.read;
       if (!read) continue;
       if ('reason' in read) list.bad.push({ key: `nodes/${name}`, why: read.reason });

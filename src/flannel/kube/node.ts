@@ -1,17 +1,9 @@
 // The parts of a Kubernetes Node (core/v1) the kube subnet manager reads and
 // writes. Everything else the API sends is kept as it came (these are plain
 // JSON objects) but not typed.
+import type { KubeObject, ObjectList } from './resource';
 
-export interface ObjectMeta {
-  name: string;
-  uid?: string;
-  /** Opaque: compared for equality only, passed back to the server as it came. */
-  resourceVersion?: string;
-  /** RFC 3339, set by the API server when the object was created. */
-  creationTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-}
+export type { ObjectMeta } from './resource';
 
 export interface NodeCondition {
   type: string;
@@ -22,10 +14,7 @@ export interface NodeCondition {
   lastTransitionTime?: string;
 }
 
-export interface KubeNode {
-  apiVersion?: string;
-  kind?: string;
-  metadata: ObjectMeta;
+export interface KubeNode extends KubeObject {
   spec?: {
     /** The first of podCIDRs (older clusters set only this). */
     podCIDR?: string;
@@ -35,16 +24,4 @@ export interface KubeNode {
   status?: { conditions?: NodeCondition[] };
 }
 
-export interface NodeList {
-  items: KubeNode[];
-  /** The list's resourceVersion: watch from here to miss nothing. */
-  resourceVersion: string;
-  /** A page of a list: the token for the next page; absent on the last. */
-  continue?: string;
-}
-
-/** A watch event as the API sends it (ERROR carries a Status object, BOOKMARK an empty Node with only a resourceVersion). */
-export interface WatchEvent {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
-  object: KubeNode & { code?: number; reason?: string; message?: string };
-}
+export type NodeList = ObjectList<KubeNode>;

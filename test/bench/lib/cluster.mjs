@@ -30,8 +30,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
-import { median } from '../lib.mjs';
+import { median, startStandIn } from '../lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../../..');
@@ -102,34 +101,8 @@ function heartbeatStatus(tick) {
 }
 
 // --- the stand-in API server, in the namespace ---
-async function startApi(dir) {
-  const bundle = join(dir, 'kube-apiserver.mjs');
-  await build({ entryPoints: [join(root, 'test/support/kube-apiserver-main.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile: bundle, logLevel: 'warning' });
-  const controlSocket = join(dir, 'control.sock');
-  writeFileSync(join(dir, 'api.json'), JSON.stringify({ host: '127.0.0.1', controlSocket, historyLimit: 20000 }));
-  const child = spawn('nsenter', [`--net=${NETNS}`, '--', process.execPath, bundle, join(dir, 'api.json')], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((res, rej) => {
-    let out = '';
-    child.stdout.on('data', (b) => {
-      out += b;
-      if (out.includes('\n')) res(JSON.parse(out.split('\n')[0]).url);
-    });
-    child.once('exit', (c) => rej(new Error(`the stand-in API server exited ${c}`)));
-  });
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
-  const call = (hook, ...args) =>
-    new Promise((res, rej) => {
-      const req = http.request({ socketPath: controlSocket, agent, path: `/_test/${hook}`, method: 'POST', headers: { 'content-type': 'application/json' } }, (r) => {
-        let body = '';
-        r.on('data', (b) => (body += b));
-        r.on('end', () => (r.statusCode === 200 ? res(JSON.parse(body).result) : rej(new Error(`${hook}: ${r.statusCode} ${body}`))));
-      });
-      // A kept-alive connection the server closed as it was reused (its idle timeout): the request
-      // never reached it, so it is sent again on a new one (Node's documented retry for reusedSocket).
-      req.on('error', (err) => (req.reusedSocket && (err.code === 'EPIPE' || err.code === 'ECONNRESET') ? call(hook, ...args).then(res, rej) : rej(err)));
-      req.end(JSON.stringify(args));
-    });
-  return { url, call, stop: () => (child.kill('SIGTERM'), new Promise((r) => child.once('exit', r))), pid: child.pid };
+function startApi(dir) {
+  return startStandIn(dir, { prefix: ['nsenter', `--net=${NETNS}`, '--'] });
 }
 
 /** Runs `fn(i)` for each i with `width` at a time. */

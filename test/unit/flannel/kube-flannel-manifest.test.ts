@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { loadAll } from 'js-yaml';
+import { ROLE_RULES } from '../../support/kube-apiserver';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const load = (path: string) => loadAll(readFileSync(path, 'utf8')).filter(Boolean) as Obj[];
@@ -66,5 +67,30 @@ describe('deploy/kube-flannel.yml', () => {
     // host-local's reservations, for flannel_pod_addresses: read-only, at the path the flag names
     expect(daemon.volumeMounts).toContainEqual({ name: 'cni-networks', mountPath: '/var/lib/cni/networks', readOnly: true });
     expect(ds.spec.template.spec.volumes).toContainEqual({ name: 'cni-networks', hostPath: { path: '/var/lib/cni/networks', type: 'DirectoryOrCreate' } });
+  });
+});
+
+describe('deploy/kube-flannel.yml, --network-policy', () => {
+  const text = readFileSync('deploy/kube-flannel.yml', 'utf8');
+  const block = /^# BEGIN --network-policy RBAC.*\n((?:#.*\n)*?)# END --network-policy RBAC$/m.exec(text);
+
+  it('its RBAC is a separate ClusterRole and binding, commented out: without the flag the service account has flanneld\'s permissions only', () => {
+    expect(block).not.toBeNull();
+    // the objects begin at the first document separator; the lines before it say what they are for
+    const lines = block![1].split('\n');
+    const uncommented = lines.slice(lines.indexOf('# ---')).map((l) => l.slice(2)).join('\n');
+    const objects = loadAll(uncommented).filter(Boolean) as Obj[];
+    expect(objects.map((o) => `${o.kind} ${o.metadata.name}`)).toEqual(['ClusterRole flannel-network-policy', 'ClusterRoleBinding flannel-network-policy']);
+    // the rules are the role the stand-in API server grants in the integration tests (flannel-netpol.test.ts), where the daemon enforces with it
+    expect(objects[0].rules).toEqual(ROLE_RULES['network-policy']);
+    expect(objects[1].roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'flannel-network-policy' });
+    expect(objects[1].subjects).toEqual([{ kind: 'ServiceAccount', name: 'flannel', namespace: 'kube-flannel' }]);
+    // the live ClusterRole is flanneld's (above: equal to flannel's manifest), and what the stand-in's flannel role grants
+    expect(ours.find((o) => o.kind === 'ClusterRole')!.rules).toEqual(ROLE_RULES.flannel);
+  });
+
+  it('the flag is in the DaemonSet\'s args, commented out', () => {
+    expect(text).toMatch(/ {8}- --ipam-data-dir=\/var\/lib\/cni\/networks\n {8}# .*\n {8}# - --network-policy\n/);
+    expect(ours.find((o) => o.kind === 'DaemonSet')!.spec.template.spec.containers[0].args).not.toContain('--network-policy');
   });
 });

@@ -27,12 +27,12 @@ function call(base: string, method: string, path: string, body?: unknown, header
   });
 }
 
-/** Opens a watch; `events` fills as lines arrive; `ended` resolves when the server ends the stream. */
-function watch(base: string, query: string) {
+/** Opens a watch (of `path`: the Nodes by default); `events` fills as lines arrive; `ended` resolves when the server ends the stream. */
+function watch(base: string, query: string, path = '/api/v1/nodes', headers: Record<string, string> = {}) {
   const events: any[] = [];
   let res!: http.IncomingMessage;
   const ended = new Promise<'end' | 'broken'>((resolve) => {
-    http.get(`${base}/api/v1/nodes?watch=1&${query}`, (r) => {
+    http.get(`${base}${path}?watch=1&${query}`, { headers }, (r) => {
       res = r;
       let buf = '';
       r.on('data', (c) => {
@@ -366,5 +366,120 @@ describe('the patch formats', () => {
     expect(n.metadata.annotations.drop).toBe('2'); // the input is untouched
     expect(() => jsonPatch(n, [{ op: 'remove', path: '/metadata/nothing' }])).toThrow(PatchError);
     expect(() => jsonPatch(n, [{ op: 'test', path: '/metadata/name', value: 'b' }])).toThrow(/testing value/);
+  });
+});
+
+describe('stand-in API server: namespaces, pods and network policies', () => {
+  let s: KubeApiServer;
+  beforeAll(async () => {
+    s = await startKubeApiServer({
+      historyLimit: 50,
+      users: [
+        { name: 'admin', token: 'adm', role: 'admin' },
+        { name: 'flannel', token: 'fl', role: 'flannel' },
+        { name: 'flannel-np', token: 'np', role: ['flannel', 'network-policy'] },
+      ],
+    });
+  });
+  afterAll(() => s.stop());
+  const adm = { authorization: 'Bearer adm' };
+  const np = (name: string, extra: object = {}) => ({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name }, spec: { podSelector: { matchLabels: { app: 'db' } } }, ...extra });
+
+  it('a Namespace is labelled with its name and Active; objects are created only in a namespace that exists', async () => {
+    const ns = await call(s.url, 'POST', '/api/v1/namespaces', { metadata: { name: 'x', labels: { team: 'a' } } }, adm);
+    expect(ns.status).toBe(201);
+    expect(ns.body).toMatchObject({ kind: 'Namespace', apiVersion: 'v1', metadata: { name: 'x', labels: { team: 'a', 'kubernetes.io/metadata.name': 'x' } }, status: { phase: 'Active' } });
+    const missing = await call(s.url, 'POST', '/apis/networking.k8s.io/v1/namespaces/nope/networkpolicies', np('p'), adm);
+    expect(missing.body).toMatchObject({ code: 404, reason: 'NotFound', message: 'namespaces "nope" not found' });
+    // the name label cannot be taken away
+    await call(s.url, 'PATCH', '/api/v1/namespaces/x', { metadata: { labels: { 'kubernetes.io/metadata.name': null, team: 'b' } } }, { ...adm, ...merge });
+    expect((await s.get('namespaces', 'x'))!.metadata.labels).toEqual({ team: 'b', 'kubernetes.io/metadata.name': 'x' });
+  });
+
+  it('a NetworkPolicy is stored as given (no defaulting of policyTypes), read back, listed across namespaces, patched and deleted', async () => {
+    const created = await call(s.url, 'POST', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies', np('p1'), adm);
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ kind: 'NetworkPolicy', apiVersion: 'networking.k8s.io/v1', metadata: { name: 'p1', namespace: 'x' } });
+    expect(created.body.spec).toEqual({ podSelector: { matchLabels: { app: 'db' } } });
+    expect((await call(s.url, 'GET', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies/p1', undefined, adm)).body.metadata.uid).toBe(created.body.metadata.uid);
+    const all = await call(s.url, 'GET', '/apis/networking.k8s.io/v1/networkpolicies', undefined, adm);
+    expect(all.body.kind).toBe('NetworkPolicyList');
+    expect(all.body.items.map((p: any) => `${p.metadata.namespace}/${p.metadata.name}`)).toEqual(['x/p1']);
+    // a strategic merge patch replaces NetworkPolicySpec's lists (they have no merge strategy)
+    await call(s.url, 'PATCH', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies/p1', { spec: { ingress: [{ ports: [{ port: 80 }] }] } }, { ...adm, ...strategic });
+    await call(s.url, 'PATCH', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies/p1', { spec: { ingress: [{ ports: [{ port: 81 }] }] } }, { ...adm, ...strategic });
+    expect((await s.get('networkpolicies', 'x/p1'))!.spec.ingress).toEqual([{ ports: [{ port: 81 }] }]);
+    expect((await call(s.url, 'DELETE', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies/p1', undefined, adm)).body.status).toBe('Success');
+    expect((await call(s.url, 'GET', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies/p1', undefined, adm)).body).toMatchObject({ code: 404, message: 'networkpolicies.networking.k8s.io "p1" not found' });
+  });
+
+  it('pods: Pending when created over the API, their status written through /status only, field and label selectors', async () => {
+    const pod = { metadata: { name: 'a', labels: { app: 'web' } }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] }, status: { phase: 'Running' } };
+    const created = await call(s.url, 'POST', '/api/v1/namespaces/x/pods', pod, adm);
+    expect(created.body.status).toEqual({ phase: 'Pending' });
+    await call(s.url, 'PATCH', '/api/v1/namespaces/x/pods/a/status', { status: { phase: 'Running', podIPs: [{ ip: '10.0.0.5' }] } }, { ...adm, ...strategic });
+    await call(s.url, 'PATCH', '/api/v1/namespaces/x/pods/a', { status: { phase: 'Failed' }, metadata: { labels: { tier: '1' } } }, { ...adm, ...strategic });
+    const now = (await s.get('pods', 'x/a'))!;
+    expect([now.status.phase, now.status.podIPs, now.metadata.labels]).toEqual(['Running', [{ ip: '10.0.0.5' }], { app: 'web', tier: '1' }]);
+    await s.create('pods', { metadata: { namespace: 'x', name: 'b', labels: { app: 'db' } }, spec: { nodeName: 'n2' }, status: { phase: 'Running' } });
+    const names = async (q: string) => (await call(s.url, 'GET', `/api/v1/pods?${q}`, undefined, adm)).body.items.map((p: any) => p.metadata.name);
+    expect(await names('fieldSelector=spec.nodeName%3Dn1')).toEqual(['a']);
+    expect(await names('labelSelector=app%20in%20(db,web),tier')).toEqual(['a']);
+    expect(await names('fieldSelector=metadata.namespace%3Dx,status.phase%3DRunning')).toEqual(['a', 'b']);
+    expect((await call(s.url, 'GET', '/api/v1/pods?fieldSelector=spec.hostNetwork%3Dtrue', undefined, adm)).body).toMatchObject({ code: 400, message: 'field label not supported: spec.hostNetwork' });
+  });
+
+  it('a watch of one namespace sees only it; deleting a namespace deletes its objects first (each a DELETED event)', async () => {
+    await s.create('namespaces', { metadata: { name: 'y' } });
+    await s.create('pods', { metadata: { namespace: 'y', name: 'c' }, spec: {} });
+    const rv = (await call(s.url, 'GET', '/api/v1/pods', undefined, adm)).body.metadata.resourceVersion;
+    const w = watch(s.url, `resourceVersion=${rv}`, '/api/v1/namespaces/y/pods', adm);
+    const events = w.events;
+    await waitFor('the watch to open', async () => (await s.openWatches()) > 0);
+    await s.patch('pods', 'x/a', { metadata: { labels: { seen: 'no' } } });
+    await s.create('pods', { metadata: { namespace: 'y', name: 'd' }, spec: {} });
+    expect(await s.delete('namespaces', 'y')).toBe(true);
+    await waitFor('three events', () => events.length === 3);
+    expect(events.map((e) => `${e.type} ${e.object.metadata.namespace}/${e.object.metadata.name}`)).toEqual(['ADDED y/d', 'DELETED y/c', 'DELETED y/d']);
+    w.close();
+    expect((await s.list('pods')).map((p) => p.metadata.name)).toEqual(['a', 'b']);
+  });
+
+  it('RBAC: the flannel role cannot list pods; with the network-policy role it lists and watches pods, namespaces and network policies, and writes none', async () => {
+    const fl = { authorization: 'Bearer fl' };
+    const npUser = { authorization: 'Bearer np' };
+    expect((await call(s.url, 'GET', '/api/v1/pods', undefined, fl)).body).toMatchObject({
+      code: 403,
+      message: 'pods is forbidden: User "flannel" cannot list resource "pods" in API group "" at the cluster scope',
+    });
+    for (const path of ['/api/v1/pods', '/api/v1/namespaces', '/apis/networking.k8s.io/v1/networkpolicies', '/api/v1/pods?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dnone']) {
+      expect((await call(s.url, 'GET', path, undefined, npUser)).status, path).toBe(200);
+    }
+    expect((await call(s.url, 'GET', '/api/v1/namespaces/x/pods/a', undefined, npUser)).status).toBe(200); // flannel's own: get pods
+    const write = await call(s.url, 'POST', '/apis/networking.k8s.io/v1/namespaces/x/networkpolicies', np('p2'), npUser);
+    expect(write.body).toMatchObject({ code: 403, message: 'networkpolicies.networking.k8s.io is forbidden: User "flannel-np" cannot create resource "networkpolicies" in API group "networking.k8s.io" in the namespace "x"' });
+  });
+
+  it('tables: kubectl\'s columns for pods, namespaces and network policies', async () => {
+    await s.create('networkpolicies', np('p3', { metadata: { name: 'p3', namespace: 'x' }, spec: { podSelector: { matchLabels: { b: '2', a: '1' }, matchExpressions: [{ key: 'c', operator: 'NotIn', values: ['z', 'y'] }] } } }));
+    const table = async (path: string) => (await call(s.url, 'GET', path, undefined, { ...adm, accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' })).body;
+    const p = await table('/apis/networking.k8s.io/v1/namespaces/x/networkpolicies');
+    expect(p.columnDefinitions.map((c: any) => c.name)).toEqual(['Name', 'Pod-Selector', 'Age']);
+    expect(p.rows[0].cells.slice(0, 2)).toEqual(['p3', 'a=1,b=2,c notin (y,z)']);
+    const pods = await table('/api/v1/namespaces/x/pods');
+    expect(pods.columnDefinitions.map((c: any) => c.name).slice(0, 5)).toEqual(['Name', 'Ready', 'Status', 'Restarts', 'Age']);
+    expect(pods.rows[0].cells.slice(0, 4)).toEqual(['a', '0/1', 'Running', '0']);
+    expect((await table('/api/v1/namespaces')).rows.map((r: any) => r.cells.slice(0, 2))).toEqual([['x', 'Active']]);
+  });
+
+  it('discovery and OpenAPI v3 name the kinds (kubectl apply reads them), a protobuf body is 415', async () => {
+    const apis = (await call(s.url, 'GET', '/apis', undefined, adm)).body;
+    expect(apis.groups.map((g: any) => g.name)).toEqual(['networking.k8s.io']);
+    const core = (await call(s.url, 'GET', '/api/v1', undefined, adm)).body.resources.map((r: any) => r.name);
+    expect(core).toEqual(['nodes', 'nodes/status', 'namespaces', 'namespaces/status', 'pods', 'pods/status']);
+    const v3 = (await call(s.url, 'GET', '/openapi/v3/apis/networking.k8s.io/v1', undefined, adm)).body;
+    expect(v3.paths['/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{name}'].patch['x-kubernetes-group-version-kind']).toEqual({ group: 'networking.k8s.io', version: 'v1', kind: 'NetworkPolicy' });
+    const proto = await call(s.url, 'POST', '/api/v1/namespaces', { metadata: { name: 'z' } }, { ...adm, 'content-type': 'application/vnd.kubernetes.protobuf' });
+    expect(proto.status).toBe(415);
   });
 });

@@ -83,7 +83,7 @@ export class RouteIndex {
     for (const key of this.claims.keys()) {
       const p = this.wanted(key);
       if (p) peers.push(p);
-      skipped.push(...this.conflicts(key));
+      skipped.push(...this.claims.conflictsAt(key));
     }
     return { peers, skipped };
   }
@@ -113,7 +113,7 @@ export class RouteIndex {
       const p = this.judged.get(l);
       if (p) for (const k of this.claims.overlapping(p.subnet)) keys.add(k);
     }
-    for (const k of keys) skipped.push(...this.conflicts(k));
+    for (const k of keys) skipped.push(...this.claims.conflictsAt(k));
     return { keys, skipped };
   }
 
@@ -136,16 +136,6 @@ export class RouteIndex {
       ranks?.delete(key);
     }
     return skipped;
-  }
-
-  /** Why the leases on `key` that an established lease overlaps are skipped. */
-  private conflicts(key: string): string[] {
-    const out: string[] = [];
-    for (const l of this.claims.at(key)) {
-      const first = this.claims.blocker(l);
-      if (first) out.push(SubnetClaims.conflict(l, first));
-    }
-    return out;
   }
 }
 

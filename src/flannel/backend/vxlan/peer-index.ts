@@ -64,7 +64,7 @@ export class PeerIndex {
     for (const key of this.claims.keys()) {
       const p = this.wanted(key);
       if (p) peers.push(p);
-      skipped.push(...this.overlapConflicts(key));
+      skipped.push(...this.claims.conflictsAt(key));
     }
     for (const leasesOfMac of this.byMac.values()) if (leasesOfMac.size > 1) skipped.push(...this.macConflicts(leasesOfMac));
     return { peers, skipped };
@@ -111,7 +111,7 @@ export class PeerIndex {
       for (const l of group) keys.add(this.judged.get(l)!.key!);
       if (group.size > 1) skipped.push(...this.macConflicts(group));
     }
-    for (const k of keys) skipped.push(...this.overlapConflicts(k));
+    for (const k of keys) skipped.push(...this.claims.conflictsAt(k));
     return { keys, skipped };
   }
 
@@ -172,16 +172,6 @@ export class PeerIndex {
       const p = this.judged.get(l)!;
       const others = [...group].filter((o) => o !== l && this.judged.get(o)!.publicIP !== p.publicIP);
       if (others.length) out.push(macConflict(l, p.mac, others, this.data));
-    }
-    return out;
-  }
-
-  /** Why the leases on `key` that an established lease overlaps are skipped. */
-  private overlapConflicts(key: string): string[] {
-    const out: string[] = [];
-    for (const l of this.claims.at(key)) {
-      const first = this.claims.blocker(l);
-      if (first) out.push(SubnetClaims.conflict(l, first));
     }
     return out;
   }

@@ -68,6 +68,7 @@ describe('health endpoints under a stranger\'s connections', () => {
     new Promise<Socket>((resolve, reject) => {
       const s = connect({ host: '127.0.0.1', port: server!.port, localAddress }, () => resolve(s));
       s.on('error', reject);
+      s.resume(); // flowing: a paused socket that reads nothing may never see the server's close
       sockets.push(s);
     });
   const closed = (s: Socket) => s.destroyed || s.readyState === 'closed';

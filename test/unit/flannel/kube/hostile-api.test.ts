@@ -6,7 +6,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { KubeClient } from '../../../../src/flannel/kube/client';
-import { NodeWatch } from '../../../../src/flannel/kube/node-watch';
+import { Informer } from '../../../../src/flannel/kube/informer';
+import { NODES } from '../../../../src/flannel/kube/resource';
 import { LineSplitter, parseWatchEvent } from '../../../../src/flannel/kube/watch-stream';
 import { slimNode } from '../../../../src/flannel/kube/kube-manager';
 import { annotationNames, nodeLease } from '../../../../src/flannel/kube/annotations';
@@ -76,7 +77,7 @@ describe('a watch line', () => {
 
 describe('the informer against a hostile API server', () => {
   let server: KubeApiServer;
-  let watch: NodeWatch | undefined;
+  let watch: Informer<KubeNode> | undefined;
   const clients: KubeClient[] = [];
   let changes: string[];
   let errors: string[];
@@ -99,10 +100,11 @@ describe('the informer against a hostile API server', () => {
     const client = new KubeClient({ server: server.url, description: 'test' }, opts);
     clients.push(client);
     [changes, errors, relists] = [[], [], []];
-    watch = new NodeWatch(
+    watch = new Informer<KubeNode>(
       client,
+      NODES,
       {
-        onChange: (c) => (changes.push(`${c.type} ${c.node.metadata.name}`), onChange?.()),
+        onChange: (c) => (changes.push(`${c.type} ${c.object.metadata.name}`), onChange?.()),
         onError: (e) => errors.push(e.message),
         onRelist: (why) => relists.push(why),
       },
@@ -128,7 +130,7 @@ describe('the informer against a hostile API server', () => {
       await waitFor('a new watch', async () => (await server.openWatches()) === 1);
       await server.createNode(node('b'));
       await waitFor('the next change', () => changes.includes('ADDED b'));
-      expect([...watch!.nodes().keys()].sort()).toEqual(['a', 'b']);
+      expect([...watch!.objects().keys()].sort()).toEqual(['a', 'b']);
     });
   }
 

@@ -262,7 +262,7 @@ describe('KubeManager', () => {
     expect(own.metadata.labels).toBeUndefined();
     expect(Object.keys(own.metadata.annotations!).sort()).toEqual([`${P}/backend-data`, `${P}/backend-type`, `${P}/kube-subnet-manager`, `${P}/public-ip`]);
     expect(own.spec).toEqual({ podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] });
-    const cache = (m as unknown as { watch: { nodes(): Map<string, unknown> } }).watch.nodes();
+    const cache = (m as unknown as { watch: { objects(): Map<string, unknown> } }).watch.objects();
     expect(cache.get('n2')).toEqual({ metadata: { name: 'n2', resourceVersion: expect.any(String) } });
     expect((await m.listLeases()).leases.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n1 0a:00:00:00:00:01', 'n2 0a:00:00:00:00:02']);
   });

@@ -1,15 +1,16 @@
-// Every Node, kept up to date: list, then watch from the list's
-// resourceVersion, as client-go's reflector does for flanneld's informer.
+// A collection of the API (Nodes, Pods, Namespaces, NetworkPolicies), kept
+// up to date: list, then watch from the list's resourceVersion, as
+// client-go's reflector does for an informer (flanneld's Node informer).
 // - A watch that ends (the server's timeoutSeconds), breaks or goes silent is
 //   opened again from the last resourceVersion seen (an event's or a
 //   bookmark's), so nothing is missed and nothing is listed twice.
 // - 410 Gone (that resourceVersion is out of the server's history, as an
 //   ERROR event or an HTTP status) means changes were missed: list again,
-//   and report the difference to the cache as changes (a Node gone
+//   and report the difference to the cache as changes (an object gone
 //   meanwhile is reported DELETED).
-// - Lists are read in pages (500 Nodes each, as client-go's pager), each
+// - Lists are read in pages (500 objects each, as client-go's pager), each
 //   page cut down to what is kept before the next is read: the daemon never
-//   holds thousands of whole Nodes at once. A continue token that expired
+//   holds thousands of whole Nodes or Pods at once. A continue token that expired
 //   meanwhile (410) starts the list again from its first page.
 // - Failures are retried with a bounded backoff (doubling up to maxMs, reset
 //   once the watch delivers again), each reported to onError.
@@ -18,56 +19,52 @@
 //   An exception in a handler is reported to onError, never thrown into the
 //   stream: a daemon that exits takes the node's networking changes with it.
 import { KubeApiError, KubeClient, LIST_PAGE_SIZE, MALFORMED, WatchHandle } from './client';
-import type { KubeNode } from './node';
+import { keyOf, type KubeObject, type Resource } from './resource';
 
-export interface NodeChange {
+export interface Change<T extends KubeObject> {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  /** The Node now (DELETED: its last state). */
-  node: KubeNode;
-  /** The Node as it was before (MODIFIED, DELETED). */
-  previous?: KubeNode;
+  /** Its key: the name, or namespace/name for a namespaced object. */
+  key: string;
+  /** The object now, as `keep` cut it (DELETED: its last state). */
+  object: T;
+  /** The object as the cache held it before (MODIFIED, DELETED). */
+  previous?: T;
 }
 
-export interface NodeWatchHandlers {
-  /** A Node appeared, changed or went (also as found by a new list). */
-  onChange(change: NodeChange): void;
+export interface InformerHandlers<T extends KubeObject> {
+  /** An object appeared, changed or went (also as found by a new list). */
+  onChange(change: Change<T>): void;
   /** A list or watch failed; it is retried. */
   onError(err: Error): void;
   /** Listing again, and why (the watch's resourceVersion expired). */
   onRelist?(why: string): void;
 }
 
-export interface NodeWatchOptions {
+export interface InformerOptions<T extends KubeObject> {
   /** Retry delays: from initialMs, doubling, at most maxMs (default 250 ms to 2 s). */
   backoff?: { initialMs: number; maxMs: number };
   /** How long the server keeps one watch open (default 5 to 10 min, random, as client-go). */
   watchTimeoutS?: () => number;
   /**
-   * What of a Node is kept (and reported): the parts the caller reads. A
+   * What of an object is kept (and reported): the parts the caller reads. A
    * kubelet's Node carries its images, capacity and conditions, rewritten
-   * every few seconds; kept whole for thousands of Nodes they are most of the
-   * daemon's memory. Default: the whole Node.
+   * every few seconds, a Pod its containers' status; kept whole for
+   * thousands of them they are most of the daemon's memory. Its metadata's
+   * name, namespace and resourceVersion must stay. Default: the whole object.
    */
-  keep?: (node: KubeNode) => KubeNode;
+  keep?: (item: T) => T;
   /**
-   * What the cache holds of a kept Node once its change was reported (and
+   * What the cache holds of a kept object once its change was reported (and
    * what comes back as `previous`): its name and resourceVersion are all a
-   * list or a watch needs. Default: the kept Node.
+   * list or a watch needs. Default: the kept object.
    */
-  retain?: (node: KubeNode) => KubeNode;
-  /** Nodes per list page (default 500). */
+  retain?: (item: T) => T;
+  /** Objects per list page (default 500). */
   pageSize?: number;
 }
 
-/** An object's metadata.name, when it has a non-empty one. */
-function nameOf(item: unknown): string | undefined {
-  const meta = (item as { metadata?: unknown }).metadata;
-  const n = typeof meta === 'object' && meta ? (meta as { name?: unknown }).name : undefined;
-  return typeof n === 'string' && n ? n : undefined;
-}
-
-export class NodeWatch {
-  private readonly cache = new Map<string, KubeNode>();
+export class Informer<T extends KubeObject> {
+  private readonly cache = new Map<string, T>();
   private rv = '';
   private stopped = false;
   private current?: WatchHandle;
@@ -75,14 +72,15 @@ export class NodeWatch {
   private failures = 0;
   private readonly backoff: { initialMs: number; maxMs: number };
   private readonly watchTimeoutS: () => number;
-  private readonly keep: (node: KubeNode) => KubeNode;
+  private readonly keep: (item: T) => T;
   private readonly pageSize: number;
-  private readonly retain: (node: KubeNode) => KubeNode;
+  private readonly retain: (item: T) => T;
 
   constructor(
     private readonly client: KubeClient,
-    private readonly handlers: NodeWatchHandlers,
-    opts: NodeWatchOptions = {},
+    readonly resource: Resource,
+    private readonly handlers: InformerHandlers<T>,
+    opts: InformerOptions<T> = {},
   ) {
     this.backoff = opts.backoff ?? { initialMs: 250, maxMs: 2000 };
     this.watchTimeoutS = opts.watchTimeoutS ?? (() => 300 + Math.floor(Math.random() * 300));
@@ -92,17 +90,18 @@ export class NodeWatch {
   }
 
   /**
-   * Lists the Nodes (retrying until it works or stop() is called) and keeps
-   * watching in the background. Resolves once the first list is in: nodes()
-   * is complete from then on. The first list's Nodes are reported as ADDED.
+   * Lists the collection (retrying until it works or stop() is called) and
+   * keeps watching in the background. Resolves once the first list is in:
+   * objects() is complete from then on. The first list's objects are
+   * reported as ADDED.
    */
   async start(): Promise<void> {
     while (!this.stopped && !(await this.list())) await this.pause();
     void this.run();
   }
 
-  /** The Nodes as last seen (what `retain` keeps of them), by name. */
-  nodes(): ReadonlyMap<string, KubeNode> {
+  /** The objects as last seen (what `retain` keeps of them), by key. */
+  objects(): ReadonlyMap<string, T> {
     return this.cache;
   }
 
@@ -119,7 +118,7 @@ export class NodeWatch {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
-      this.current = this.client.watchNodes(this.rv, (e) => this.apply(e.type, e.object), this.watchTimeoutS());
+      this.current = this.client.watch<T>(this.resource, this.rv, (e) => this.apply(e.type, e.object), this.watchTimeoutS());
       try {
         await this.current.done;
       } catch (err) {
@@ -137,15 +136,16 @@ export class NodeWatch {
 
   /** One list into the cache, page by page; false (reported) when it failed. */
   private async list(): Promise<boolean> {
-    const listed = new Map<string, KubeNode>();
+    const listed = new Map<string, T>();
     let rv: string;
     try {
-      rv = await this.client.eachNodePage(
+      rv = await this.client.eachPage<T>(
+        this.resource,
         this.pageSize,
         (page) => {
           for (const item of page.items) {
-            const n = nameOf(item); // a Node without a name cannot be anyone's peer
-            if (n !== undefined) listed.set(n, this.keep(item));
+            const k = keyOf(this.resource, item); // an object without a name names nothing
+            if (k !== undefined) listed.set(k, this.keep(item));
           }
         },
         (why) => {
@@ -159,23 +159,23 @@ export class NodeWatch {
     }
     if (this.stopped) return true;
     this.failures = 0;
-    for (const [n, node] of listed) {
-      const previous = this.cache.get(n);
-      this.cache.set(n, this.retain(node));
-      if (!previous) this.report({ type: 'ADDED', node });
-      else if (previous.metadata.resourceVersion !== node.metadata.resourceVersion) this.report({ type: 'MODIFIED', node, previous });
+    for (const [key, object] of listed) {
+      const previous = this.cache.get(key);
+      this.cache.set(key, this.retain(object));
+      if (!previous) this.report({ type: 'ADDED', key, object });
+      else if (previous.metadata.resourceVersion !== object.metadata.resourceVersion) this.report({ type: 'MODIFIED', key, object, previous });
     }
-    for (const [n, previous] of this.cache) {
-      if (listed.has(n)) continue;
-      this.cache.delete(n);
-      this.report({ type: 'DELETED', node: previous, previous });
+    for (const [key, previous] of this.cache) {
+      if (listed.has(key)) continue;
+      this.cache.delete(key);
+      this.report({ type: 'DELETED', key, object: previous, previous });
     }
     this.rv = rv;
     return true;
   }
 
   /** One event of the watch; throws (the client takes the watch as broken) when its object has no name. */
-  private apply(type: string, item: KubeNode): void {
+  private apply(type: string, item: T): void {
     if (this.stopped) return;
     this.failures = 0;
     const meta = (item as { metadata?: unknown }).metadata;
@@ -184,26 +184,26 @@ export class NodeWatch {
       if (typeof rv === 'string' && rv) this.rv = rv;
       return;
     }
-    const n = nameOf(item);
-    if (n === undefined) throw new Error('its object has no metadata.name');
+    const key = keyOf(this.resource, item);
+    if (key === undefined) throw new Error(`its object has no metadata.name${this.resource.namespaced ? ' or metadata.namespace' : ''}`);
     if (typeof rv === 'string' && rv) this.rv = rv;
-    const node = this.keep(item);
-    const previous = this.cache.get(n);
+    const object = this.keep(item);
+    const previous = this.cache.get(key);
     if (type === 'DELETED') {
-      this.cache.delete(n);
-      this.report({ type: 'DELETED', node, previous });
+      this.cache.delete(key);
+      this.report({ type: 'DELETED', key, object, previous });
       return;
     }
-    this.cache.set(n, this.retain(node));
-    this.report(previous ? { type: 'MODIFIED', node, previous } : { type: 'ADDED', node });
+    this.cache.set(key, this.retain(object));
+    this.report(previous ? { type: 'MODIFIED', key, object, previous } : { type: 'ADDED', key, object });
   }
 
   /** Hands a change over; what the handler throws is reported, not thrown into the list or the stream. */
-  private report(change: NodeChange): void {
+  private report(change: Change<T>): void {
     try {
       this.handlers.onChange(change);
     } catch (err) {
-      this.handlers.onError(new Error(`node ${JSON.stringify(change.node.metadata.name)} ${change.type.toLowerCase()}: ${(err as Error).message}`));
+      this.handlers.onError(new Error(`${this.resource.kind.toLowerCase()} ${JSON.stringify(change.key)} ${change.type.toLowerCase()}: ${(err as Error).message}`));
     }
   }
 

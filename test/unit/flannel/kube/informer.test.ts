@@ -1,4 +1,4 @@
-// NodeWatch against the stand-in API server (in-process, loopback, plain
+// The informer on Nodes against the stand-in API server (in-process, loopback, plain
 // HTTP: the TLS paths are the client's tests): the first list, live changes,
 // resuming a broken or ended watch from the last resourceVersion without a
 // list and without missing a change, listing again after 410 Gone (forced,
@@ -7,16 +7,17 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createServer } from 'node:net';
 import { KubeClient } from '../../../../src/flannel/kube/client';
-import { NodeChange, NodeWatch } from '../../../../src/flannel/kube/node-watch';
+import { Change, Informer } from '../../../../src/flannel/kube/informer';
+import { NODES, PODS, type KubeObject } from '../../../../src/flannel/kube/resource';
+import type { KubeNode } from '../../../../src/flannel/kube/node';
 import { KubeApiServer, RequestRecord, startKubeApiServer } from '../../../support/kube-apiserver';
 import { waitFor } from '../../../support/wait';
 
-
 const node = (name: string) => ({ metadata: { name, annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': 'true' } }, spec: { podCIDR: '10.244.1.0/24' } });
 
-describe('NodeWatch', () => {
+describe('the informer, on Nodes', () => {
   let server: KubeApiServer;
-  let watch: NodeWatch | undefined;
+  let watch: Informer<KubeNode> | undefined;
   let client: KubeClient;
   let changes: string[];
   let errors: string[];
@@ -36,13 +37,13 @@ describe('NodeWatch', () => {
     for (const n of await server.listNodes()) await server.deleteNode(n.metadata.name);
   });
 
-  const describeChange = (c: NodeChange) => `${c.type} ${c.node.metadata.name}`;
+  const describeChange = (c: Change<KubeNode>) => `${c.type} ${c.key}`;
   const startWatch = async (opts = {}) => {
     changes = [];
     errors = [];
     relists = [];
     await server.clearRequests();
-    watch = new NodeWatch(client, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message), onRelist: (why) => relists.push(why) }, opts);
+    watch = new Informer<KubeNode>(client, NODES, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message), onRelist: (why) => relists.push(why) }, opts);
     await watch.start();
     await waitFor('the watch to open', async () => (await server.openWatches()) === 1);
     return watch;
@@ -55,14 +56,14 @@ describe('NodeWatch', () => {
     await server.createNode(node('b'));
     const w = await startWatch();
     expect(changes).toEqual(['ADDED a', 'ADDED b']);
-    expect([...w.nodes().keys()]).toEqual(['a', 'b']);
+    expect([...w.objects().keys()]).toEqual(['a', 'b']);
     await server.patchNode('a', { metadata: { annotations: { x: '1' } } });
     await server.createNode(node('c'));
     await server.deleteNode('b');
     await waitFor('three changes', () => changes.length === 5);
     expect(changes.slice(2)).toEqual(['MODIFIED a', 'ADDED c', 'DELETED b']);
-    expect(w.nodes().get('a')!.metadata.annotations!.x).toBe('1');
-    expect([...w.nodes().keys()].sort()).toEqual(['a', 'c']);
+    expect(w.objects().get('a')!.metadata.annotations!.x).toBe('1');
+    expect([...w.objects().keys()].sort()).toEqual(['a', 'c']);
     const log = await server.requests();
     expect(lists(log)).toHaveLength(1);
     expect(watches(log)[0].query).toMatchObject({ allowWatchBookmarks: 'true', resourceVersion: expect.stringMatching(/^\d+$/) });
@@ -82,7 +83,7 @@ describe('NodeWatch', () => {
     expect(pages.map((r) => [r.query.limit, r.query.continue ? 'continue' : 'first', r.status])).toEqual([['2', 'first', 200], ['2', 'continue', 200], ['2', 'continue', 200]]);
     await waitFor('the change made between pages', () => changes.length === 6);
     expect(changes[5]).toBe('MODIFIED e');
-    expect(w.nodes().get('e')!.metadata.annotations!.x).toBe('1');
+    expect(w.objects().get('e')!.metadata.annotations!.x).toBe('1');
     expect(relists).toEqual([]);
   });
 
@@ -91,7 +92,7 @@ describe('NodeWatch', () => {
     await server.expireContinueTokens(1);
     const w = await startWatch({ pageSize: 2 });
     expect(changes).toEqual(['ADDED a', 'ADDED b', 'ADDED c', 'ADDED d', 'ADDED e']);
-    expect([...w.nodes().keys()].sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect([...w.objects().keys()].sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
     expect(relists).toEqual([expect.stringMatching(/continue token expired .*410 Expired/)]);
     const pages = lists(await server.requests());
     expect(pages.map((r) => [r.query.continue ? 'continue' : 'first', r.status])).toEqual([['first', 200], ['continue', 410], ['first', 200], ['continue', 200], ['continue', 200]]);
@@ -102,9 +103,9 @@ describe('NodeWatch', () => {
     await server.createNode(node('d'));
     const w = await startWatch();
     await server.patchNode('d', { metadata: { annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': null } } });
-    await waitFor('the annotation loss', () => w.nodes().get('d')?.metadata.annotations?.['flannel.alpha.coreos.com/kube-subnet-manager'] === undefined);
+    await waitFor('the annotation loss', () => w.objects().get('d')?.metadata.annotations?.['flannel.alpha.coreos.com/kube-subnet-manager'] === undefined);
     await server.deleteNode('d');
-    await waitFor('the deletion', () => !w.nodes().has('d'));
+    await waitFor('the deletion', () => !w.objects().has('d'));
     expect(changes).toEqual(['ADDED d', 'MODIFIED d', 'DELETED d']);
   });
 
@@ -120,7 +121,7 @@ describe('NodeWatch', () => {
     await server.createNode(node('b'));
     await waitFor('both changes', () => changes.length === 4);
     expect(changes).toEqual(['ADDED a', 'MODIFIED a', 'MODIFIED a', 'ADDED b']);
-    expect(w.nodes().get('a')!.metadata.labels).toEqual({ step: '2' });
+    expect(w.objects().get('a')!.metadata.labels).toEqual({ step: '2' });
     const log = await server.requests();
     expect(lists(log)).toHaveLength(1);
     expect(watches(log).map((r) => r.query.resourceVersion)).toContain(seen);
@@ -149,7 +150,7 @@ describe('NodeWatch', () => {
     await server.dropWatches();
     await server.deleteNode('a');
     await server.createNode(node('c'));
-    await waitFor('the re-list', () => !w.nodes().has('a') && w.nodes().has('c'));
+    await waitFor('the re-list', () => !w.objects().has('a') && w.objects().has('c'));
     // the broken stream may already have resumed and seen these before the 410: either way each is reported once
     expect(changes.filter((c) => c === 'DELETED a')).toHaveLength(1);
     expect(changes.filter((c) => c === 'ADDED c')).toHaveLength(1);
@@ -164,7 +165,7 @@ describe('NodeWatch', () => {
     // more changes than the server's history holds, before the client is back (it waits 300 ms)
     for (let i = 0; i < 7; i++) await server.patchNode('a', { metadata: { labels: { n: String(i) } } });
     await waitFor('the re-list', () => relists.length === 1);
-    await waitFor('the last change', () => w.nodes().get('a')?.metadata.labels?.n === '6');
+    await waitFor('the last change', () => w.objects().get('a')?.metadata.labels?.n === '6');
     expect(relists[0]).toMatch(/too old resource version/);
   });
 
@@ -193,7 +194,7 @@ describe('NodeWatch', () => {
       if (ms !== undefined && ms >= 40 && ms <= 640) asked.push(ms);
       return realSetTimeout(fn, ms, ...(rest as []));
     }) as typeof setTimeout);
-    const w = new NodeWatch(away, { onChange: () => {}, onError: (e) => (times.push(Date.now()), failures.push(e.message)) }, { backoff: { initialMs: 40, maxMs: 160 } });
+    const w = new Informer<KubeNode>(away, NODES, { onChange: () => {}, onError: (e) => (times.push(Date.now()), failures.push(e.message)) }, { backoff: { initialMs: 40, maxMs: 160 } });
     const started = w.start();
     await waitFor('six failures', () => times.length >= 6);
     w.stop();
@@ -216,7 +217,7 @@ describe('NodeWatch', () => {
       changes = [];
       errors = [];
       await server.clearRequests();
-      watch = new NodeWatch(quiet, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message) }, { backoff: { initialMs: 10, maxMs: 10 } });
+      watch = new Informer<KubeNode>(quiet, NODES, { onChange: (c) => changes.push(describeChange(c)), onError: (e) => errors.push(e.message) }, { backoff: { initialMs: 10, maxMs: 10 } });
       await watch.start();
       await waitFor('a second watch', async () => watches(await server.requests()).length >= 2);
       expect(errors[0]).toMatch(/api\/v1\/nodes\?watch=1.*: no event or bookmark for 0.3 s$/);
@@ -244,3 +245,49 @@ async function closedPort(): Promise<number> {
   await new Promise((r) => s.close(r));
   return port;
 }
+
+describe('the informer, on a namespaced collection (Pods)', () => {
+  let server: KubeApiServer;
+  let client: KubeClient;
+  beforeAll(async () => {
+    server = await startKubeApiServer({ historyLimit: 3 });
+    client = new KubeClient({ server: server.url, description: 'test' });
+  });
+  afterAll(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('keys each object by namespace/name across namespaces, in pages; what is kept is what `keep` makes; a relist after 410 reports the difference', async () => {
+    for (const ns of ['x', 'y']) await server.create('namespaces', { metadata: { name: ns } });
+    for (const key of ['x/a', 'y/a', 'y/b']) {
+      const [namespace, name] = key.split('/');
+      await server.create('pods', { metadata: { namespace, name, labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'i'.repeat(1000) }] } });
+    }
+    const changes: string[] = [];
+    const relists: string[] = [];
+    type Slim = KubeObject & { app?: string };
+    const w = new Informer<Slim>(client, PODS, { onChange: (c) => changes.push(`${c.type} ${c.key} ${c.object.app}`), onError: () => {}, onRelist: (why) => relists.push(why) }, {
+      pageSize: 2,
+      keep: (p) => ({ metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, app: p.metadata.labels?.app }),
+    });
+    try {
+      await w.start();
+      expect(changes).toEqual(['ADDED x/a a', 'ADDED y/a a', 'ADDED y/b b']);
+      expect(w.objects().get('y/b')).toEqual({ metadata: { name: 'b', namespace: 'y', resourceVersion: expect.any(String) }, app: 'b' });
+      await waitFor('the watch to open', async () => (await server.openWatches()) === 1);
+      await server.patch('pods', 'y/a', { metadata: { labels: { app: 'z' } } });
+      await waitFor('the change', () => changes.length === 4);
+      expect(changes[3]).toBe('MODIFIED y/a z');
+      // missed changes (the history moves past the watch), then 410: listed again, the difference reported
+      await server.forceGone(1);
+      await server.dropWatches();
+      await server.delete('pods', 'x/a');
+      await server.create('pods', { metadata: { namespace: 'x', name: 'c', labels: { app: 'c' } }, spec: {} });
+      await waitFor('the relist', () => relists.length === 1 && changes.length === 6);
+      expect(changes.slice(4).sort()).toEqual(['ADDED x/c c', 'DELETED x/a a']);
+    } finally {
+      w.stop();
+    }
+  });
+});
