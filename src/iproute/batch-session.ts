@@ -16,6 +16,13 @@
 // A child that ends (killed, or a tool exiting on a line it cannot parse)
 // fails the batch in flight; the next batch starts a new child.
 //
+// iproute2 caches each device's index by name for the life of the process: a
+// device deleted and made again (the VTEP, by us or by hand) would be sent to
+// its old index for good ("unknown ifindex", "Device not found"). So the
+// children are ended whenever a link is added, deleted or renamed through this
+// runner (such a command or batch runs in a process of its own), and a child whose batch failed that way is ended after it (the pass
+// that failed is retried, in a new child).
+//
 // iproute2 6.1 keeps ~3-4 KiB per batch line until it exits (measured: 40 MiB
 // in an ip that took a full pass of 10,000 lines, 20 MiB in its bridge): a
 // kept child is ended after RECYCLE_LINES lines, and a batch of more than
@@ -29,6 +36,8 @@ const MARKER = 'cni-ts-batch-end';
 const SESSION_LINES = 64;
 /** A kept child is ended once it has taken this many lines (what iproute2 keeps per line stays bounded). */
 const RECYCLE_LINES = 512;
+/** A line failed on a device index the child may have cached before the device was made again. */
+const STALE_DEVICE = /unknown ifindex|Device not found|No such device|Cannot find device/;
 
 interface Pending {
   /** The line number (counted by the child) of this batch's first line. */
@@ -99,6 +108,7 @@ class Session {
     this.pending = undefined;
     // renumbered from 1, as if this batch had been a process of its own
     const stderr = reports.replace(/Command failed -:(\d+)/g, (_, n: string) => `Command failed -:${Number(n) - p.first + 1}`);
+    if (STALE_DEVICE.test(stderr)) this.close();
     p.resolve({ stdout: '', stderr, code: stderr ? 1 : 0 });
   }
 
@@ -110,6 +120,7 @@ class Session {
     p?.reject(new Error(why));
   }
 
+  /** Ends the child once it has done what it was sent (a batch in flight still settles). */
   close(): void {
     this.child?.stdin?.end();
     this.child = undefined;
@@ -123,17 +134,34 @@ function lineCount(input: string): number {
   return n;
 }
 
+/** `link add|del|delete ...` or `link set ... name NEW`: a device's index may now belong to another name. */
+function changesLinks(args: readonly string[]): boolean {
+  if (args[0] !== 'link') return false;
+  return args[1] === 'add' || args[1] === 'del' || args[1] === 'delete' || (args[1] === 'set' && args.includes('name'));
+}
+
+/** An `ip` command, or a line of its batch, that adds, deletes or renames a device. */
+function changesDevices(argv: readonly string[], input: string | undefined): boolean {
+  if (argv[0] !== 'ip') return false;
+  if (changesLinks(argv.slice(1))) return true;
+  return !!input && argv.includes('-batch') && input.split('\n').some((line) => changesLinks(line.trim().split(/\s+/)));
+}
+
 /**
  * A Runner that sends `ip -force -batch -` and `bridge -force -batch -` of
  * this namespace (no -json, -details, -n) of at most SESSION_LINES lines to a
- * kept child each, and every other command to `fallback`. `close` ends the children.
+ * kept child each, and every other command to `fallback`. A command that
+ * adds, deletes or renames a device runs in a process of its own, and the
+ * children are ended after it. `close` ends the children.
  */
 export function batchSessions(fallback: Runner): { runner: Runner; close(): void } {
   const sessions = { ip: new Session('ip'), bridge: new Session('bridge') };
+  const close = () => Object.values(sessions).forEach((s) => s.close());
   const runner: Runner = (argv, input) => {
+    if (changesDevices(argv, input)) return fallback(argv, input).finally(close);
     const [program, ...flags] = argv;
     const kept = (program === 'ip' || program === 'bridge') && flags.join(' ') === '-force -batch -' && lineCount(input ?? '') <= SESSION_LINES;
     return kept ? sessions[program as 'ip' | 'bridge'].run(input ?? '') : fallback(argv, input);
   };
-  return { runner, close: () => Object.values(sessions).forEach((s) => s.close()) };
+  return { runner, close };
 }

@@ -92,6 +92,8 @@ export class Daemon {
   private leaseNews = false;
   /** When the oldest lease change not applied yet reached us (performance.now()), for /metrics. */
   private newsSince?: number;
+  /** A full pass armed after one that left something undone (full passes are otherwise minutes apart). */
+  private retryTimer?: NodeJS.Timeout;
   private readonly traffic: TrafficKeeper;
   private readonly metrics?: DaemonMetrics;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
@@ -328,7 +330,27 @@ export class Daemon {
         this.log(`${full ? 'full' : 'changes'} pass (${why}): ${describePeers(this.overlay)}, ${Math.round(seconds * 1000)} ms${ok ? '' : ', not complete'}`);
       }
       if (full) this.opts.afterFullPass?.();
+      this.retryIfIncomplete(ok);
     }
+  }
+
+  /**
+   * A pass that left the overlay short (a command refused, the store away, a
+   * VTEP not up) is followed by a full pass UNWATCHED_FULL_PASS_MS later, and
+   * again until one completes: as often as passes ran before drift was
+   * followed, not as rarely as the safety net's --reconcile-interval, and
+   * never in a tight loop against a kernel that keeps refusing.
+   */
+  private retryIfIncomplete(ok: boolean): void {
+    if (ok || this.stopped) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
+      return;
+    }
+    this.retryTimer ??= setTimeout(() => {
+      this.retryTimer = undefined;
+      this.loop.request('retrying what the last pass left undone', true);
+    }, Math.min(this.opts.reconcileMs, UNWATCHED_FULL_PASS_MS));
   }
 
   /** A pass from a fresh list of the leases (the last good one when the source cannot be listed). */
@@ -447,6 +469,7 @@ export class Daemon {
     if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
+    clearTimeout(this.retryTimer);
     const passDone = this.loop.stop();
     this.backend?.stop?.();
     const rulesDone = this.traffic.stop();

@@ -62,6 +62,28 @@ describe('batch sessions', () => {
     expect((await sessions.runner(['ip', '-force', '-batch', '-'], 'ok\n'.repeat(64))).stdout).toBe('');
   });
 
+  it('a batch that failed on a device index (iproute2 caches them: a device made again has a new one) ends its child; the next batch starts another', async () => {
+    expect((await runBatch('ip', [['ok'], ['fail', 'bridge:', 'unknown', 'ifindex.']])).errors).toEqual([undefined, 'Error: fail bridge: unknown ifindex.']);
+    expect((await runBatch('ip', [['fail', 'other']])).errors).toEqual(['Error: fail other']);
+    expect((await runBatch('ip', [['fail', 'other', 'again']])).errors).toEqual(['Error: fail other again']);
+    expect(pids()).toHaveLength(2); // a failure of another kind keeps the child
+  });
+
+  it('a device added, deleted or renamed (a command, or a line of a batch) runs in a process of its own, and the children are ended after it', async () => {
+    await runBatch('ip', [['ok']]);
+    for (const argv of [['ip', 'link', 'add', 'name', 'v', 'type', 'vxlan'], ['ip', 'link', 'del', 'dev', 'v'], ['ip', 'link', 'set', 'dev', 'v', 'name', 'w']]) {
+      expect((await sessions.runner(argv)).stdout).toBe('fallback');
+    }
+    expect((await sessions.runner(['ip', '-force', '-batch', '-'], 'addr replace 10.0.0.1/32 dev v\nlink add name v type vxlan id 1\n')).stdout).toBe('fallback');
+    expect(pids()).toHaveLength(1);
+    await runBatch('ip', [['ok']]);
+    expect(pids()).toHaveLength(2);
+    // a device brought up or its MTU changed keeps its index: the child stays
+    expect((await sessions.runner(['ip', 'link', 'set', 'dev', 'v', 'up'])).stdout).toBe('fallback');
+    await runBatch('ip', [['ok']]);
+    expect(pids()).toHaveLength(2);
+  });
+
   it('a child is ended after 512 lines (iproute2 keeps memory per line) and another started for the next batch', async () => {
     for (let i = 0; i < 9; i++) await runBatch('ip', Array.from({ length: 60 }, () => ['ok']));
     expect(pids()).toHaveLength(1); // 8 x 61 lines before the ninth: under 512

@@ -550,6 +550,28 @@ describe('the daemon (in-memory store, model of the node)', () => {
     expect(logs).toContain('flannel.1: every peer is programmed again');
   });
 
+  it('a pass the kernel refused in part is retried by a full pass 10 s later (and again until it completes), not at the next --reconcile-interval', async () => {
+    for (const n of [2, 3]) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    node.failures.push({ match: `fdb replace ${peerMac(3)}`, msg: 'Error: bridge: unknown ifindex.' });
+    const metrics = new DaemonMetrics();
+    const passes = (result: string) => Number(new RegExp(`flannel_reconcile_passes_total\\{kind="full",result="${result}"\\} (\\d+)`).exec(metrics.render())?.[1] ?? 0);
+    fakeClock();
+    const d = daemon({ reconcileMs: 300_000, metrics });
+    await d.start();
+    expect(d.ready()).toBe('1 of 2 peers not programmed (10.88.3.0/24)');
+    await vi.advanceTimersByTimeAsync(9_900);
+    expect(passes('failed')).toBe(1); // the start's: nothing before 10 s
+    await vi.advanceTimersByTimeAsync(100);
+    await waitFor('the retry', () => passes('failed') === 2);
+    node.failures.length = 0;
+    await vi.advanceTimersByTimeAsync(10_000);
+    await waitFor('the second retry to program the peer', () => d.ready() === undefined);
+    expect(passes('ok')).toBe(1);
+    // complete: no more retries, the long period only
+    await vi.advanceTimersByTimeAsync(120_000);
+    expect(passes('ok') + passes('failed')).toBe(3);
+  });
+
   it('the reasons carry nothing from the store or the kernel: short, one line', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     node.failures.push({ match: 'fdb replace', msg: 'Error: secret kernel text http://10.0.0.1:2379' });
