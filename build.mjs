@@ -17,9 +17,13 @@
 //
 // Every CNI call is a fresh process, and V8 parses every function in the file
 // it loads, run or not. So:
-// - the operator CLI (commander, and for vxlan-flannel the daemon with its
-//   etcd/grpc client) is bundled separately and embedded as a string, compiled
-//   only when the executable runs as a CLI: a CNI call parses just plugin code;
+// - the operator CLI (commander, and for vxlan-flannel the daemon) is bundled
+//   separately, compiled only when the executable runs as a CLI: a CNI call
+//   parses just plugin code. The script holds it as a compressed string; the
+//   standalone executable as an asset of its own. Code only some commands need
+//   (the etcd client, the YAML parser) is a chunk of its own beside it, compiled
+//   only when required: a daemon on the Kubernetes API never compiles the etcd
+//   client (CLI_CHUNKS);
 // - each plugin bundle is held as a string (in the script, or as an asset of
 //   the standalone executable) and compiled by src/boot/code-cache.ts with a
 //   V8 code cache.
@@ -131,8 +135,8 @@ const common = {
 
 /** Every file any bundle of this build holds (their metafiles' inputs). */
 const bundledInputs = new Set();
-const bundle = async (entry, define) => {
-  const r = await build({ ...common, entryPoints: [entry], define });
+const bundle = async (entry, define, plugins = []) => {
+  const r = await build({ ...common, entryPoints: [entry], define, plugins: [...common.plugins, ...plugins] });
   for (const input of Object.keys(r.metafile.inputs)) bundledInputs.add(input);
   return r.outputFiles[0].text;
 };
@@ -140,15 +144,54 @@ const sha256 = (text) => createHash('sha256').update(text).digest('hex');
 const hash = (text) => sha256(text).slice(0, 16);
 
 /**
- * The plugin bundle of `name` (src/cmd/<name>.ts) with its CLI (src/cli/<name>.ts)
- * inside as a string, brotli-compressed and base64-encoded: every CNI call reads
- * and scans the whole executable, and a string literal costs by its length
- * (host-local's CLI with the CRI client for `repair` is ~460 KB, ~170 KB so).
+ * Chunks of the operator CLI: code only some of its commands need, each a
+ * bundle of its own that the CLI's bundle requires as `cni-ts-chunk:<name>`
+ * (src/cli/embedded.ts compiles it then). A daemon on the Kubernetes API never
+ * compiles the etcd client (~530 KB: etcd3, @grpc/grpc-js, protobufjs), nor
+ * one on etcd the YAML parser; the CLI's import of the entry's module
+ * (`import('./etcd-lib')`) is what becomes the chunk.
  */
-async function pluginBundle(name) {
-  const cli = await bundle(`src/cli/${name}.ts`, { __VERSION__: version });
-  const packed = brotliCompressSync(cli, { params: { [zlib.BROTLI_PARAM_QUALITY]: 9 } }).toString('base64');
-  return bundle(`src/cmd/${name}.ts`, { __VERSION__: version, __CLI_SOURCE__: JSON.stringify(packed) });
+const CLI_CHUNKS = {
+  'vxlan-flannel': { etcd: 'src/flannel/store/etcd-http.ts', yaml: 'src/flannel/kube/yaml-lib.ts' },
+};
+
+/** The CLI's imports of a chunk's entry, each replaced by a require of the chunk. */
+function chunkImports(chunks) {
+  const byEntry = new Map(Object.entries(chunks).map(([name, entry]) => [join(process.cwd(), entry.replace(/\.ts$/, '')), name]));
+  return {
+    name: 'cli-chunks',
+    setup(b) {
+      b.onResolve({ filter: /^\.\.?\// }, ({ path, resolveDir }) => {
+        const name = byEntry.get(join(resolveDir, path));
+        return name ? { path: name, namespace: 'cni-ts-chunk' } : undefined;
+      });
+      b.onLoad({ filter: /.*/, namespace: 'cni-ts-chunk' }, ({ path }) => ({ contents: `module.exports = require(${JSON.stringify(`cni-ts-chunk:${path}`)});`, loader: 'js' }));
+      b.onResolve({ filter: /^cni-ts-chunk:/ }, ({ path }) => ({ path, external: true }));
+    },
+  };
+}
+
+/** brotli-compressed and base64-encoded: every CNI call of a script reads and scans it, and a string literal costs by its length. */
+const pack = (text) => brotliCompressSync(text, { params: { [zlib.BROTLI_PARAM_QUALITY]: 9 } }).toString('base64');
+
+/**
+ * The operator CLI of `name` (src/cli/<name>.ts) and its chunks, and the
+ * plugin bundle (src/cmd/<name>.ts) in each form: the script's holds the CLI
+ * and chunks packed as strings (host-local's CLI with the CRI client for
+ * `repair` is ~460 KB, ~170 KB so); the standalone executable's holds neither:
+ * they are assets of their own (`<name>.cli`, `<name>.cli.<chunk>`), read only
+ * when run as a CLI.
+ */
+async function pluginBundles(name) {
+  const chunks = CLI_CHUNKS[name] ?? {};
+  const cli = await bundle(`src/cli/${name}.ts`, { __VERSION__: version }, [chunkImports(chunks)]);
+  const chunkSources = Object.fromEntries(await Promise.all(Object.entries(chunks).map(async ([c, entry]) => [c, await bundle(entry, {})])));
+  const plugin = (define) => bundle(`src/cmd/${name}.ts`, { __VERSION__: version, __CLI_SOURCE__: '""', __CLI_CHUNKS__: '{}', __CLI_ASSET__: '""', ...define });
+  return {
+    script: await plugin({ __CLI_SOURCE__: JSON.stringify(pack(cli)), __CLI_CHUNKS__: JSON.stringify(Object.fromEntries(Object.entries(chunkSources).map(([c, t]) => [c, pack(t)]))) }),
+    standalone: await plugin({ __CLI_ASSET__: JSON.stringify(name) }),
+    cliAssets: { [`${name}.cli`]: cli, ...Object.fromEntries(Object.entries(chunkSources).map(([c, t]) => [`${name}.cli.${c}`, t])) },
+  };
 }
 
 function writeExecutable(file, text) {
@@ -156,8 +199,12 @@ function writeExecutable(file, text) {
   chmodSync(file, 0o755);
 }
 
-const payloads = Object.fromEntries(await Promise.all(BUNDLES.map(async (b) => [b, await pluginBundle(b)])));
-const id = buildId(version, payloads);
+const built = Object.fromEntries(await Promise.all(BUNDLES.map(async (b) => [b, await pluginBundles(b)])));
+/** The scripts' bundles; the standalone executable's, and the CLI and chunks it holds as assets. */
+const payloads = Object.fromEntries(BUNDLES.map((b) => [b, built[b].script]));
+const standalonePayloads = Object.fromEntries(BUNDLES.map((b) => [b, built[b].standalone]));
+const cliAssets = Object.assign({}, ...BUNDLES.map((b) => built[b].cliAssets));
+const id = buildId(version, { ...payloads, ...Object.fromEntries(BUNDLES.map((b) => [`${b}.sea`, standalonePayloads[b]])), ...cliAssets });
 
 /**
  * The scripts' first line: env(1) starts `node` without the NODE_* variables
@@ -243,9 +290,13 @@ async function buildStandalone() {
     const bundles = {};
     for (const b of BUNDLES) {
       assets[b] = join(work, `${b}.js`);
-      writeFileSync(assets[b], payloads[b]);
+      writeFileSync(assets[b], standalonePayloads[b]);
     }
-    for (const [exe, b] of Object.entries(EXECUTABLES)) bundles[exe] = [b, `${b}.sea-${hash(payloads[b])}`, sha256(payloads[b])];
+    for (const [name, text] of Object.entries(cliAssets)) {
+      assets[name] = join(work, `${name}.js`);
+      writeFileSync(assets[name], text);
+    }
+    for (const [exe, b] of Object.entries(EXECUTABLES)) bundles[exe] = [b, `${b}.sea-${hash(standalonePayloads[b])}`, sha256(standalonePayloads[b])];
     const main = join(work, 'main.js');
     writeFileSync(main, await bundle('src/boot/standalone.ts', { __BUNDLES__: JSON.stringify(bundles) }));
     const blob = join(work, 'sea.blob');

@@ -3,19 +3,23 @@
 // plugin, hard-linked under each name: it runs the bundle of the name it was
 // run as, from the assets build.mjs embedded beside this script, with the
 // same code cache as the script executables. The node daemon starts with
-// glibc's malloc settings for a long-running process (malloc-tunables.ts).
+// glibc's malloc settings for a long-running process (malloc-tunables.ts)
+// and V8's (flannel/daemon/v8-flags.ts).
 import { getAsset } from 'node:sea';
 import { basename } from 'node:path';
 import { runWithCodeCache } from './code-cache';
 import { ignoreNodeEnvironment } from './environment';
 import { startsDaemon, withDaemonTunables } from './malloc-tunables';
+import { setDaemonV8Flags } from '../flannel/daemon/v8-flags';
 
 /** Name run as -> [asset holding the bundle, code cache id, SHA-256 of the bundle]; written by build.mjs. */
 declare const __BUNDLES__: Record<string, [string, string, string]>;
 
 const name = basename(process.argv0);
-const tunables = startsDaemon(name, process.argv.slice(2)) ? withDaemonTunables(process.env.GLIBC_TUNABLES) : undefined;
+const daemon = startsDaemon(name, process.argv.slice(2));
+const tunables = daemon ? withDaemonTunables(process.env.GLIBC_TUNABLES) : undefined;
 ignoreNodeEnvironment(true, process.env, tunables === undefined ? {} : { GLIBC_TUNABLES: tunables });
+if (daemon) setDaemonV8Flags(); // before any bundle is compiled
 const bundle = Object.hasOwn(__BUNDLES__, name) ? __BUNDLES__[name] : undefined;
 if (bundle) {
   const [asset, id, sha256] = bundle;

@@ -12,7 +12,8 @@ import { DEFAULT_LEASE_DIR, DEFAULT_LEASE_TTL_S, DEFAULT_PREFIX, StoreOptions } 
 import { DEFAULT_SUBNET_FILE } from '../flannel/subnet-env';
 import { DEFAULT_DATA_DIR } from '../flannel/attachments';
 import { DEFAULT_ANNOTATION_PREFIX } from '../flannel/kube/annotations';
-import { DEFAULT_NET_CONF_PATH, type KubeOptions } from '../flannel/kube/kube-manager';
+import { DEFAULT_NET_CONF_PATH } from '../flannel/kube/config';
+import type { KubeOptions } from '../flannel/kube/kube-manager';
 import { DEFAULT_DATA_DIR as IPAM_DATA_DIR } from '../ipam/config';
 import { isAbsolute, normalize } from 'node:path';
 import type { DaemonProcess } from '../flannel/commands/daemon-process';
@@ -168,7 +169,7 @@ function addDaemonFlags(cmd: Command): Command {
       .option('--healthz-port <port>', 'port for /healthz and /readyz; 0: no health server', intArg('--healthz-port', 0, 65535), 0)
       .option('--ipam-data-dir <dir>', 'host-local\'s data directory, read (never written) for /metrics\' flannel_pod_addresses', absolutePath('--ipam-data-dir'), IPAM_DATA_DIR)
       .option('--lease-ttl <seconds>', 'lease lifetime, renewed before it ends', intArg('--lease-ttl', 10, 7 * 86400), DEFAULT_LEASE_TTL_S)
-      .option('--reconcile-interval <seconds>', 'full reconcile period', intArg('--reconcile-interval', 1, 3600), 10)
+      .option('--reconcile-interval <seconds>', 'period of the full reconcile, which reads every peer entry back from the kernel (drift is repaired as the kernel reports it: this is the safety net; 10 s while notifications cannot be followed)', intArg('--reconcile-interval', 1, 3600), 300)
       .addOption(boolOption('--ip-blackhole-route', 'a blackhole route for this node\'s own subnet (traffic to its addresses that no pod holds is dropped here)', false))
       .addOption(boolOption('--release-on-exit', 'on SIGTERM/SIGINT give back the lease and remove the VTEPs, subnet.env and firewall rules (the node leaves)', false))
       .option(

@@ -173,6 +173,7 @@ export class NetworkPool {
       // Only ADD needs our directory (its scratch file); the others must work on a full filesystem.
       onPath('create', this.metaDir, () => ensureDir(this.metaDir));
     }
+    // host-local runs in short-lived processes (a plugin call, `host-local ls`/`repair`): waiting blocks
     return withLock(join(this.store.dir, 'lock'), this.where.lockTimeoutMs, async () => {
       if (!this.store.exists()) return undefined; // removed while we waited
       this.store.discardStaged(); // a call killed mid-ADD may have left one
@@ -194,7 +195,7 @@ export class NetworkPool {
       } finally {
         this.store.discardStaged();
       }
-    });
+    }, { blocking: true });
   }
 
   /** What `owner` holds, each address checked against its file (the index is only a hint). */

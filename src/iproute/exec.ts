@@ -46,6 +46,9 @@ const spawnRunner: Runner = (argv, input) => {
 
 let runner: Runner = spawnRunner;
 
+/** The runner commands go to now. */
+export const currentRunner = (): Runner => runner;
+
 /** Replaces the runner (tests record or fake command lines); returns the previous one. */
 export function setRunner(next: Runner): Runner {
   const prev = runner;

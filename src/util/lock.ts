@@ -6,10 +6,11 @@
 // Node has no flock(). util-linux's flock(1) takes it for us on a descriptor we
 // open and hand it as fd 3; the lock belongs to the open file, not the process,
 // so it stays ours when flock(1) exits, and ends when we close the descriptor
-// or die. The common, free case is one non-blocking flock(1) run synchronously;
-// only a call that finds the lock held waits, in the kernel (woken the moment
-// the holder lets go) and without blocking the event loop (the flannel daemon
-// has other work while it waits).
+// or die. A plugin call (`blocking`) has nothing else to do while it waits: one
+// flock(1) run synchronously waits in the kernel (woken the moment the holder
+// lets go), however busy the lock. Otherwise (the flannel daemon has other work
+// while it waits) one non-blocking flock(1) run synchronously takes a free lock,
+// and a held one is waited for without blocking the event loop.
 import * as fs from 'node:fs';
 import { CniError, ErrorCode } from '../cni/errors';
 import { spawnSyncLean, type SyncRun } from './spawn-sync';
@@ -19,8 +20,13 @@ export const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 /** flock(1)'s exit status when the lock is held (-n) or the wait timed out (-w): any other is a failure. */
 const HELD = 75;
 
-/** Runs `fn` holding the lock on `lockFile` (created if missing), waiting at most `timeoutMs` for it. */
-export async function withLock<T>(lockFile: string, timeoutMs: number, fn: () => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` holding the lock on `lockFile` (created if missing), waiting at
+ * most `timeoutMs` for it. `blocking`: the wait blocks this process (a plugin
+ * call: no second process, no node:child_process for a lock that is held; a
+ * node's pods starting at once find it held most of the time).
+ */
+export async function withLock<T>(lockFile: string, timeoutMs: number, fn: () => Promise<T>, o: { blocking?: boolean } = {}): Promise<T> {
   let fd: number;
   try {
     fd = fs.openSync(lockFile, fs.constants.O_RDONLY | fs.constants.O_CREAT, 0o600);
@@ -30,7 +36,8 @@ export async function withLock<T>(lockFile: string, timeoutMs: number, fn: () =>
   }
   try {
     const flock = findFlock();
-    if (!lockNow(flock, fd, lockFile)) await lockWaiting(flock, fd, lockFile, timeoutMs);
+    if (o.blocking) lockBlocking(flock, fd, lockFile, timeoutMs);
+    else if (!lockNow(flock, fd, lockFile)) await lockWaiting(flock, fd, lockFile, timeoutMs);
     return await fn();
   } finally {
     fs.closeSync(fd); // the only descriptor of this open file now: the lock is released
@@ -63,6 +70,25 @@ function findFlock(): string {
   throw new CniError(ErrorCode.IOFailure, `flock(1) not found in ${FLOCK_DIRS.join(', ')} or PATH: the lock needs util-linux`);
 }
 
+/** The timeout flags of a wait of at most `timeoutMs` (0: do not wait). */
+const waitArgs = (timeoutMs: number) => (timeoutMs > 0 ? ['--timeout', String(timeoutMs / 1000)] : ['--nonblock']);
+
+const timedOut = (lockFile: string, timeoutMs: number) =>
+  new CniError(ErrorCode.TryAgainLater, `timed out after ${timeoutMs} ms waiting for the lock ${lockFile}`, 'another call holds it');
+
+/** Takes the lock, waiting for it in one flock(1) run synchronously (this process blocks meanwhile). */
+function lockBlocking(flock: string, fd: number, lockFile: string, timeoutMs: number): void {
+  let r: SyncRun;
+  try {
+    r = spawnSyncLean(flock, flockArgs(waitArgs(timeoutMs)), { env: {}, extraFds: [fd] });
+  } catch (err) {
+    throw new CniError(ErrorCode.IOFailure, `cannot run ${flock} (${(err as NodeJS.ErrnoException).code})`);
+  }
+  if (r.stderr) process.stderr.write(r.stderr);
+  if (r.status === HELD) throw timedOut(lockFile, timeoutMs);
+  if (r.status !== 0) throw failure(lockFile, r.status, r.signal);
+}
+
 /**
  * One non-blocking attempt; false when someone holds the lock. flock(1) runs
  * synchronously without node:child_process (util/spawn-sync.ts): loading it
@@ -86,15 +112,13 @@ function lockNow(flock: string, fd: number, lockFile: string): boolean {
 async function lockWaiting(flock: string, fd: number, lockFile: string, timeoutMs: number): Promise<void> {
   // require, not import(): the bundle is compiled in a vm context without an ESM loader.
   const { spawn } = require('node:child_process') as typeof import('node:child_process');
-  const wait = timeoutMs > 0 ? ['--timeout', String(timeoutMs / 1000)] : ['--nonblock'];
   return new Promise((resolve, reject) => {
-    const child = spawn(flock, flockArgs(wait), { stdio: ['ignore', 'ignore', 'inherit', fd] });
+    const child = spawn(flock, flockArgs(waitArgs(timeoutMs)), { stdio: ['ignore', 'ignore', 'inherit', fd] });
     child.on('error', (err) => reject(new CniError(ErrorCode.IOFailure, `cannot run ${flock}: ${err.message}`)));
     child.on('close', (status, signal) => {
       if (status === 0) resolve();
-      else if (status === HELD) {
-        reject(new CniError(ErrorCode.TryAgainLater, `timed out after ${timeoutMs} ms waiting for the lock ${lockFile}`, 'another call holds it'));
-      } else reject(failure(lockFile, status, signal));
+      else if (status === HELD) reject(timedOut(lockFile, timeoutMs));
+      else reject(failure(lockFile, status, signal));
     });
   });
 }

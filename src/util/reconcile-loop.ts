@@ -1,25 +1,26 @@
-// When the daemon reconciles: soon after a change is seen (requests within
-// 20 ms make one pass: a burst of watch events is one reconcile), every
-// interval, and never two passes at once: a request while one runs makes it
-// run once more afterwards, and the next periodic pass is armed only when the
-// previous one has finished (setInterval would stack passes behind a slow
-// store).
+// When the daemon reconciles: as soon as a change is seen (requests made in
+// one turn of the event loop make one pass: the events one read of a watch
+// brought are one reconcile; there is no waiting window, it would only delay
+// every change), every interval, and never two passes at once: a request
+// while one runs makes it run once more afterwards (a burst of events is
+// then one pass, however long it lasts), and the next periodic pass is armed
+// only when the previous one has finished (setInterval would stack passes
+// behind a slow store).
 //
 // Passes are "full" (at start, periodic: compare with the world and repair
 // drift, however long it takes) or "changes" (a change was seen: apply just
 // that, cheaply). A full pass asked for while one runs is not lost: the pass
 // after is full.
 
-const DEBOUNCE_MS = 20;
-
 export class ReconcileLoop {
-  private debounce?: NodeJS.Timeout;
+  private soon?: NodeJS.Immediate;
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   /** The pass to run once the one running has finished. */
   private again?: { why: string; full: boolean };
   private stopped = false;
   private pendingFull = false;
+  private pendingWhy = '';
 
   /**
    * `pass` reconciles once (it never throws: it logs what failed). Every
@@ -27,7 +28,7 @@ export class ReconcileLoop {
    */
   constructor(
     private readonly pass: (why: string, full: boolean) => Promise<void>,
-    private readonly intervalMs: number,
+    private intervalMs: number,
     private readonly beforePeriodic: () => Promise<void>,
   ) {}
 
@@ -53,16 +54,21 @@ export class ReconcileLoop {
     return this.running;
   }
 
-  /** A pass soon (debounced): a changes pass, unless `full` (or a full one was asked for meanwhile). */
+  /**
+   * A pass once this turn of the event loop is over (every request of the
+   * turn makes one pass): a changes pass, unless `full` (or a full one was
+   * asked for meanwhile).
+   */
   request(why: string, full = false): void {
     if (this.stopped) return;
     this.pendingFull ||= full;
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => {
+    this.pendingWhy = why;
+    this.soon ??= setImmediate(() => {
+      this.soon = undefined;
       const wantFull = this.pendingFull;
       this.pendingFull = false;
-      void this.run(why, wantFull);
-    }, DEBOUNCE_MS);
+      void this.run(this.pendingWhy, wantFull);
+    });
   }
 
   /** Starts the periodic passes, the first one interval from now. */
@@ -70,7 +76,17 @@ export class ReconcileLoop {
     if (!this.stopped) this.timer = setTimeout(() => void this.tick(), this.intervalMs);
   }
 
+  /** Another period from now on, counted from now (or from the end of the periodic pass running). */
+  setPeriod(ms: number): void {
+    this.intervalMs = ms;
+    if (this.timer && !this.stopped) {
+      clearTimeout(this.timer);
+      this.startPeriodic();
+    }
+  }
+
   private async tick(): Promise<void> {
+    this.timer = undefined; // fired: a new period (setPeriod) waits for this pass to end
     try {
       await this.beforePeriodic();
       await this.run('periodic reconcile');
@@ -83,7 +99,7 @@ export class ReconcileLoop {
   stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    clearTimeout(this.debounce);
+    clearImmediate(this.soon);
     return this.running?.catch(() => {}) ?? Promise.resolve();
   }
 }

@@ -186,10 +186,10 @@ describe('vxlan-flannel with the embedded file store', () => {
     expect(run).toMatch(/vxlan-flannel: --log_dir=\/var\/log\/flannel: accepted as klog's flag, no effect: /);
     expect(run).toMatch(/vxlan-flannel: full pass \(start\): \d+ of \d+ peers programmed, \d+ ms\n/); // -v=1 and up
     expect(await topo.ping(p1, p2.ip)).toBe(true);
-    // a peer's route deleted by hand: the periodic pass puts it back and says it had gone missing
+    // a peer's route deleted by hand: put back as the kernel reports it, saying it had gone missing
     topo.ip(n2.ns, `route del ${s1.subnet} dev flannel.1`);
     await waitFor('the route put back', () => topo.peerState(n2.ns, s1.subnet, vtepMac(n1), n1.ip).route, 30_000, 20);
-    await waitFor('the log line', () => d2.log().includes(`route ${s1.subnet} via ${s1.vtepIP}: was missing, put back (periodic reconcile)`), 10_000, 20);
+    await waitFor('the log line', () => d2.log().includes(`route ${s1.subnet} via ${s1.vtepIP}: was missing, put back (kernel: route ${s1.subnet} deleted)`), 10_000, 20);
   });
 
   it('a node leaving is cleaned from the others', async () => {
@@ -241,6 +241,75 @@ describe('vxlan-flannel with the embedded file store', () => {
     expect(await topo.stopDaemon(d4)).toBe(0);
     await sleep(0);
   }, 90_000);
+});
+
+describe('drift repaired from the kernel\'s notifications (no periodic full pass)', () => {
+  let n8: Host;
+  let d8: DaemonHandle | undefined;
+  /** The daemon's children that follow the kernel (beside them: its kept `ip`/`bridge -batch` sessions). */
+  const monitors = (d: DaemonHandle) => children(d).filter((c) => / monitor /.test(c.args));
+  /** The daemon's children, by what they run. */
+  const children = (d: DaemonHandle) =>
+    sh(['ps', '-o', 'pid=,args=', '--ppid', String(d.proc.pid)]).trim().split('\n').filter(Boolean).map((l) => {
+      const [pid, ...args] = l.trim().split(/\s+/);
+      return { pid: Number(pid), args: args.join(' ') };
+    });
+  /** The lines a changes pass logged for what the kernel reported (a full pass says "(periodic reconcile)"). */
+  const fromEvents = (d: DaemonHandle) => d.log().split('\n').filter((l) => l.includes(' (kernel: ')).map((l) => l.replace(/^\S+ vxlan-flannel: /, ''));
+  /** Changes something on n8 by hand, then the time until `back()` holds (what a changes pass from the event did). */
+  const repaired = async (what: string, change: string[], back: () => boolean) => {
+    sh(change[0] === 'bridge' ? ['bridge', '-n', n8.ns, ...change.slice(1)] : ['ip', '-n', n8.ns, ...change.slice(1)]);
+    const { ms } = await waitFor(`${what} on n8`, back, 20_000, 5);
+    process.stdout.write(`[flf] ${what}: back in ${ms} ms, with no full pass\n`);
+    return ms;
+  };
+
+  beforeAll(async () => {
+    n8 = topo.addHost('n8', 8);
+    d8 = topo.startDaemon(n8, store, ['--reconcile-interval', '3600']);
+    await topo.waitSubnet(d8);
+    await waitFor('n8 to program n1 and n2', () => programmed(n8, s1.subnet, vtepMac(n1), n1.ip) && programmed(n8, s2.subnet, vtepMac(n2), n2.ip), 30_000);
+  }, 60_000);
+  afterAll(async () => {
+    if (d8) await topo.stopDaemon(d8);
+  });
+
+  it('a route, a neighbour and an FDB entry deleted or changed by hand are back within 2 s (one `ip monitor`, one `bridge monitor`)', async () => {
+    expect(monitors(d8!).map((c) => c.args).sort()).toEqual(['bridge monitor fdb', 'ip -4 -oneline monitor label neigh route']);
+    expect(d8!.log()).toMatch(/drift repaired as the kernel reports it, a full reconcile every 3600 s/);
+    const mac1 = vtepMac(n1);
+    const st = () => topo.peerState(n8.ns, s1.subnet, mac1, n1.ip);
+    const times = [
+      await repaired('a route deleted', ['ip', 'route', 'del', s1.subnet, 'dev', 'flannel.1'], () => st().route),
+      await repaired('a neighbour deleted', ['ip', 'neigh', 'del', s1.vtepIP, 'dev', 'flannel.1'], () => st().neigh),
+      await repaired('a neighbour changed', ['ip', 'neigh', 'replace', s1.vtepIP, 'lladdr', '0a:00:00:00:99:99', 'dev', 'flannel.1', 'nud', 'permanent'], () => st().neigh),
+      await repaired('an FDB entry deleted', ['bridge', 'fdb', 'del', mac1, 'dev', 'flannel.1', 'self'], () => st().fdb),
+      await repaired('an FDB entry changed', ['bridge', 'fdb', 'replace', mac1, 'dst', '192.168.88.99', 'dev', 'flannel.1', 'self', 'permanent'], () => st().fdb && topo.fdb(n8.ns, 'flannel.1').every((f) => f.dst !== '192.168.88.99')),
+      await repaired('a route no lease explains', ['ip', 'route', 'add', '10.88.250.0/24', 'via', '10.88.250.0', 'dev', 'flannel.1', 'onlink'], () => topo.json(n8.ns, 'route show 10.88.250.0/24').length === 0),
+    ];
+    for (const ms of times) expect(ms).toBeLessThan(2000);
+    // each put back by a changes pass the kernel's event asked for (a full pass would say "periodic reconcile")
+    const why = / \(kernel: [^)]*\)$/;
+    expect(fromEvents(d8!).map((l) => l.replace(why, ''))).toEqual([
+      `route ${s1.subnet} via ${s1.vtepIP}: was missing, put back`,
+      `neigh ${s1.vtepIP} → ${mac1}: was missing, put back`,
+      `neigh ${s1.vtepIP} → ${mac1}: was 0a:00:00:00:99:99 PERMANENT`,
+      `fdb ${mac1} → ${n1.ip}: was missing, put back`,
+      `fdb ${mac1} → ${n1.ip}: was 192.168.88.99`,
+      'route 10.88.250.0/24: removed (no lease)',
+    ]);
+    expect(d8!.log()).not.toMatch(/periodic reconcile/);
+  });
+
+  it('a monitor killed is reported and started again (full passes every 10 s meanwhile, one when it runs again); repairs go on', async () => {
+    const ip = monitors(d8!).find((c) => c.args.startsWith('ip '))!;
+    process.kill(ip.pid, 'SIGKILL');
+    await waitFor('the loss to be reported', () => d8!.log().includes('not following the kernel\'s notifications: ip monitor exited (SIGKILL); starting it again in 1 s; a full reconcile every 10 s meanwhile'), 20_000);
+    await waitFor('a new ip monitor', () => monitors(d8!).some((c) => c.args.startsWith('ip ') && c.pid !== ip.pid), 20_000);
+    await waitFor('it to be reported running', () => d8!.log().includes('following the kernel\'s notifications again (ip monitor running again); a full reconcile every 3600 s'), 20_000);
+    const mac2 = vtepMac(n2);
+    await repaired('a route deleted after the restart', ['ip', 'route', 'del', s2.subnet, 'dev', 'flannel.1'], () => topo.peerState(n8.ns, s2.subnet, mac2, n2.ip).route);
+  });
 });
 
 describe('flanneld\'s settings: Backend.MTU, GBP, Learning, --ip-masq, forward rules, /healthz, FLANNELD_<FLAG>', () => {

@@ -25,7 +25,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DaemonHandle, Host, NETWORK, Topology, UNDERLAY_PREFIX, enter, fileOf, printDaemonLogsOnFailure } from './flannel-topology';
 import { waitFor, waitAndReport } from '../support/wait';
-import { OUR_BIN, runProcess, sh } from './helpers';
+import { OUR_BIN, memoryHolds, runProcess, sh } from './helpers';
 import { TestCA } from '../support/pki';
 import { kubeconfigYaml } from '../support/kubeconfig';
 import { KubeApiServerProcess, spawnClusterApiServer, spawnKubeApiServer } from '../support/kube-apiserver-process';
@@ -336,6 +336,12 @@ describe('vxlan-flannel daemon --kube-subnet-mgr', () => {
       for (const name of ['nested', 'same-start', 'loopback', 'broadcast', 'marker']) await server.deleteNode(name);
     }
     await waitAndReport('n1 to drop the marker', () => !hasRoute(n1, '10.88.74.0/24'), 30_000, 20);
+  });
+
+  it('loads only the code of its lease source: the etcd client (its chunk: etcd-http.ts) is nowhere in its memory', () => {
+    // the CLI's own code is there (the scan sees what the daemon compiled); the etcd chunk never was
+    expect(memoryHolds(d1.proc.pid!, 'kube-subnet-mgr')).toBe(true);
+    for (const marker of ['/v3/kv/range', 'create_request']) expect(memoryHolds(d1.proc.pid!, marker), marker).toBe(false);
   });
 
   it('drift is repaired from the watched Nodes as with the stores: a peer\'s route, neighbour and FDB entry deleted by hand come back', async () => {

@@ -247,7 +247,9 @@ export class Topology {
     const f = (n: string) => join(dir, n);
     const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
     sh(['openssl', 'req', '-x509', ...ec, '-keyout', f('ca-key.pem'), '-out', f('ca.pem'), '-days', '1', '-subj', '/CN=fltest-ca']);
-    for (const [who, ext] of [['server', `subjectAltName=IP:${host.ip}\nextendedKeyUsage=serverAuth\n`], ['client', 'extendedKeyUsage=clientAuth\n']]) {
+    // The server's certificate also allows client authentication, as kubeadm's etcd certificates do: with
+    // --client-cert-auth, etcd's JSON gateway (what our client speaks) connects to its own gRPC server with it.
+    for (const [who, ext] of [['server', `subjectAltName=IP:${host.ip}\nextendedKeyUsage=serverAuth,clientAuth\n`], ['client', 'extendedKeyUsage=clientAuth\n']]) {
       writeFileSync(f(`${who}.ext`), ext);
       sh(['openssl', 'req', ...ec, '-keyout', f(`${who}-key.pem`), '-out', f(`${who}.csr`), '-subj', `/CN=fltest-${who}`]);
       sh(['openssl', 'x509', '-req', '-in', f(`${who}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca-key.pem'), '-CAcreateserial', '-days', '1', '-out', f(`${who}.pem`), '-extfile', f(`${who}.ext`)]);

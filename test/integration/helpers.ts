@@ -1,6 +1,7 @@
 // Shared helpers for integration tests: run a plugin bundle exactly as a
 // runtime does (env + config on stdin), and make throwaway state.
 import { spawn, execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -106,4 +107,32 @@ export function makeNetns(name: string): { name: string; path: string; remove: (
     path: `/var/run/netns/${name}`,
     remove: () => removeNetns(name),
   };
+}
+
+/**
+ * Whether the private memory of process `pid` (its heap and anonymous mappings, where V8 keeps the
+ * sources it compiled; not the executable's file, which holds every bundle) contains `text`: what
+ * code a daemon has loaded, seen from outside. Read from /proc/<pid>/mem (root).
+ */
+export function memoryHolds(pid: number, text: string): boolean {
+  const needle = Buffer.from(text);
+  const fd = fs.openSync(`/proc/${pid}/mem`, 'r');
+  try {
+    for (const line of fs.readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')) {
+      const m = /^([0-9a-f]+)-([0-9a-f]+) (r)\S* \S+ \S+ (\d+)\s*(.*)$/.exec(line);
+      if (!m || m[4] !== '0' || (m[5] !== '' && m[5] !== '[heap]')) continue; // anonymous mappings and the heap only
+      const start = BigInt(`0x${m[1]}`);
+      const size = Number(BigInt(`0x${m[2]}`) - start);
+      const buf = Buffer.alloc(size);
+      try {
+        fs.readSync(fd, buf, 0, size, start);
+      } catch {
+        continue; // a guard page, a mapping gone meanwhile
+      }
+      if (buf.includes(needle)) return true;
+    }
+    return false;
+  } finally {
+    fs.closeSync(fd);
+  }
 }

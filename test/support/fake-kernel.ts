@@ -12,6 +12,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setProcSys, setRunner, type ProcSys, type RunResult, type Runner } from '../../src/iproute/exec';
 import { NSFS_MAGIC, setFsTypeOf, setNetnsRunDirs } from '../../src/iproute/netns';
+import { setMonitorSpawn, type MonitorHandlers, type MonitorSpawn } from '../../src/iproute/monitor';
 import { IP, Prefix } from '../../src/net/ip';
 import type { FakeFirewall } from './fake-firewall';
 
@@ -56,6 +57,13 @@ export interface FakeFdb {
   dst: string;
 }
 
+/** A monitor child the daemon started on the fake kernel (`ip -4 monitor ...`, `bridge monitor fdb`). */
+export interface FakeMonitor {
+  argv: readonly string[];
+  handlers: MonitorHandlers & { started(): void; exited(why: string): void };
+  stopped: boolean;
+}
+
 export interface Recorded {
   argv: string[];
   input?: string;
@@ -95,12 +103,27 @@ export class FakeKernel {
   ipCannotEnter = false;
   /** With install({ netnsRunDir }): where `ip -n NAME` finds NAME (namespaces are files there). */
   private runDir?: string;
+  /** The monitors started, running or not. */
+  readonly monitors: FakeMonitor[] = [];
+  /** Monitors started from now on end at once (a tool that cannot run). */
+  monitorsFail = false;
+  private prevSpawn?: MonitorSpawn;
 
   /**
    * `netnsRunDir`: namespaces that are files in this directory have a name
    * (`ip -n NAME`, `netns exec NAME` lines), as under /run/netns.
    */
   install(o: { netnsRunDir?: string } = {}): this {
+    {
+      // monitor children too: the daemon's `ip monitor` must never watch the machine's tables in a unit test
+      this.prevSpawn = setMonitorSpawn((argv, handlers) => {
+        const m: FakeMonitor = { argv, handlers, stopped: false };
+        this.monitors.push(m);
+        const fail = this.monitorsFail;
+        queueMicrotask(() => !m.stopped && (fail ? this.endMonitor(m, `${argv[0]} monitor exited (status 1)`) : handlers.started()));
+        return { stop: () => (m.stopped = true) };
+      });
+    }
     const procSys: ProcSys = {
       read: (path) => this.hostSysctlValues.get(path),
       write: (path, value) => {
@@ -126,6 +149,8 @@ export class FakeKernel {
   }
 
   uninstall(): void {
+    if (this.prevSpawn) setMonitorSpawn(this.prevSpawn);
+    this.prevSpawn = undefined;
     if (!this.prev) return;
     setRunner(this.prev.runner);
     setProcSys(this.prev.procSys);
@@ -168,6 +193,48 @@ export class FakeKernel {
   /** A link as a test puts it in place by hand (the rest of FakeLink filled in). */
   static link(l: Pick<FakeLink, 'name' | 'mtu' | 'mac'> & Partial<FakeLink>): FakeLink {
     return { ifindex: nextIndex++, kind: l.vxlan ? 'vxlan' : 'dummy', up: true, promisc: false, addrs: [], slave: {}, bridge: {}, ...l };
+  }
+
+  /** The monitors running now. */
+  running(): FakeMonitor[] {
+    return this.monitors.filter((m) => !m.stopped);
+  }
+
+  /** A monitor that ends on its own (killed): it is told so, as a real child's exit is. */
+  endMonitor(m: FakeMonitor, why = 'ip monitor exited (SIGKILL)'): void {
+    m.stopped = true;
+    m.handlers.exited(why);
+  }
+
+  /** A change made by hand in the host namespace (`ip ...` or `bridge ...` argv), as an operator would run it; throws what it failed with. */
+  byHand(argv: string[]): void {
+    const r = argv[0] === 'ip' ? this.ipSingle(argv, '') : this.bridgeCmd([...argv.slice(0, 1), '-batch', '-'], argv.slice(1).join(' '), '');
+    if (r.code !== 0) throw new Error(r.stderr);
+  }
+
+  /** What the kernel tells the running monitors of a change in the host namespace, as iproute2 6.1 prints it. */
+  private emit(kind: 'neigh' | 'route' | 'fdb', deleted: boolean, text: string, netns: string, family: 4 | 6 = 4): void {
+    if (netns !== '') return;
+    for (const m of this.running()) {
+      const isBridge = m.argv[0] === 'bridge';
+      if (kind === 'fdb' ? !isBridge : isBridge || !m.argv.includes(`-${family}`)) continue;
+      const label = kind === 'fdb' ? '' : kind === 'neigh' ? '[NEIGH]' : '[ROUTE]';
+      m.handlers.line(`${label}${deleted ? 'Deleted ' : ''}${text}`);
+    }
+  }
+
+  private emitRoute(r: FakeRoute, deleted: boolean, netns: string): void {
+    if (r.type) return;
+    const family = (r.dst === 'default' ? (r.gateway ?? '') : r.dst).includes(':') ? 6 : 4;
+    this.emit('route', deleted, `${r.dst}${r.gateway ? ` via ${r.gateway}` : ''} dev ${r.dev}${r.onlink ? ' onlink' : ''}`, netns, family);
+  }
+
+  private emitNeigh(n: FakeNeigh, deleted: boolean, netns: string): void {
+    this.emit('neigh', deleted, `${n.dst} dev ${n.dev} lladdr ${n.lladdr} PERMANENT`, netns, n.dst.includes(':') ? 6 : 4);
+  }
+
+  private emitFdb(f: FakeFdb, deleted: boolean, netns: string): void {
+    this.emit('fdb', deleted, `${f.mac} dev ${f.dev} dst ${f.dst} self permanent`, netns);
   }
 
   /** Every batch line sent to `ip`, with its namespace ('' = host). */
@@ -273,12 +340,16 @@ export class FakeKernel {
       let err = injected?.msg;
       if (!err && w[0] === 'fdb') {
         const dev = w[w.indexOf('dev') + 1];
-        const dst = w[w.indexOf('dst') + 1];
+        const dst = w.includes('dst') ? w[w.indexOf('dst') + 1] : undefined;
         if (!links.has(dev)) err = `Cannot find device "${dev}"`;
         else {
-          const kept = this.fdb(netns).filter((f) => !(f.dev === dev && f.mac === w[2] && (w[1] === 'replace' || f.dst === dst)));
-          if (w[1] === 'replace') kept.push({ dev, mac: w[2], dst });
+          const gone = (f: FakeFdb) => f.dev === dev && f.mac === w[2] && (w[1] === 'replace' || dst === undefined || f.dst === dst);
+          const kept = this.fdb(netns).filter((f) => !gone(f));
+          // a replace rewrites the entry in place: the kernel reports the new one only
+          if (w[1] !== 'replace') for (const f of this.fdb(netns).filter(gone)) this.emitFdb(f, true, netns);
+          if (w[1] === 'replace') kept.push({ dev, mac: w[2], dst: dst! });
           this.fdbs.set(netns, kept);
+          if (w[1] === 'replace') this.emitFdb({ dev, mac: w[2], dst: dst! }, false, netns);
         }
       }
       if (err) {
@@ -417,6 +488,9 @@ export class FakeKernel {
       links.delete(l.name);
       if (l.peer) this.links(l.peer.ns).delete(l.peer.name);
       // what hangs on the device goes with it
+      for (const r of this.routesIn(netns).filter((r) => r.dev === l.name)) this.emitRoute(r, true, netns);
+      for (const n of this.neigh(netns).filter((n) => n.dev === l.name)) this.emitNeigh(n, true, netns);
+      for (const f of this.fdb(netns).filter((f) => f.dev === l.name)) this.emitFdb(f, true, netns);
       this.routes.set(netns, this.routesIn(netns).filter((r) => r.dev !== l.name));
       this.neighs.set(netns, this.neigh(netns).filter((n) => n.dev !== l.name));
       this.fdbs.set(netns, this.fdb(netns).filter((f) => f.dev !== l.name));
@@ -424,9 +498,13 @@ export class FakeKernel {
     }
     if (obj === 'neigh' && (verb === 'replace' || verb === 'del')) {
       const name = dev().name;
-      const kept = this.neigh(netns).filter((n) => !(n.dev === name && n.dst === w[2]));
+      const here = (n: FakeNeigh) => n.dev === name && n.dst === w[2];
+      if (verb === 'del' && !this.neigh(netns).some(here)) throw new Error('RTNETLINK answers: No such file or directory');
+      const kept = this.neigh(netns).filter((n) => !here(n));
+      if (verb === 'del') for (const n of this.neigh(netns).filter(here)) this.emitNeigh(n, true, netns);
       if (verb === 'replace') kept.push({ dev: name, dst: w[2], lladdr: opt('lladdr')! });
       this.neighs.set(netns, kept);
+      if (verb === 'replace') this.emitNeigh(kept.at(-1)!, false, netns);
       return undefined;
     }
     if (obj === 'route' && w[2] === 'blackhole' && (verb === 'add' || verb === 'del')) {
@@ -451,8 +529,10 @@ export class FakeKernel {
       const same = (r: FakeRoute) => r.dst === w[2] && r.dev === name;
       if (verb === 'del' && !routes.some(same)) throw new Error('RTNETLINK answers: No such process');
       const kept = routes.filter((r) => !(verb === 'replace' ? r.dst === w[2] : same(r)));
+      if (verb === 'del') for (const r of routes.filter(same)) this.emitRoute(r, true, netns);
       if (verb === 'replace') kept.push({ dst: w[2], ...(via ? { gateway: via } : {}), dev: name, ...(w.includes('onlink') ? { onlink: true as const } : {}) });
       this.routes.set(netns, kept);
+      if (verb === 'replace') this.emitRoute(kept.at(-1)!, false, netns);
       return undefined;
     }
     if (obj === 'addr' && (verb === 'add' || verb === 'replace' || verb === 'del')) {

@@ -151,14 +151,18 @@ export interface BackendMetrics {
   peers(family: 4 | 6, n: number): void;
 }
 
-/** What the daemon lends a backend: its log, its reporter of conditions met on every pass, a full pass on request, /metrics. */
+/** What the daemon lends a backend: its log, its reporter of conditions met on every pass, passes on request, /metrics. */
 export interface BackendContext {
   log: Log;
   /** klog's -v (DaemonOptions.logDetail): 2 and above logs every change, never a summary line. */
   detail?: number;
   problems: Reporter;
-  /** Asks for a full pass soon (a changes pass the kernel refused). */
+  /** Asks for a full pass soon (a changes pass the kernel refused, kernel events missed). */
   resync(why: string): void;
+  /** Asks for a changes pass soon (the kernel reported a change of the backend's entries). */
+  changed?(why: string): void;
+  /** Whether the kernel's notifications are followed (true), or drift is found by full passes only (false). */
+  watching?(up: boolean, why: string): void;
   metrics?: BackendMetrics;
 }
 
@@ -199,6 +203,14 @@ export interface Backend {
   reconcileChanges?(changes: LeaseChanges, why: string): Promise<SideState[] | undefined>;
   /** The last pass programmed every peer (/metrics counts a pass as ok). */
   programmedInFull(): boolean;
+  /**
+   * Follows the kernel's notifications of the backend's entries from now on
+   * (after setUp): what changed is repaired by the next changes pass, so full
+   * passes are only a safety net (kernel-watch.ts). Optional.
+   */
+  watchKernel?(): void;
+  /** Stops following the kernel (the daemon stops). */
+  stop?(): void;
   /** The node leaves (--release-on-exit): its devices and peer routes go. */
   remove(): Promise<void>;
 }

@@ -53,6 +53,13 @@ export interface DaemonOptions extends UnderlayOptions {
 
 const FORWARDING6 = 'net/ipv6/conf/all/forwarding';
 
+/**
+ * The full pass period while the kernel's notifications are not followed (a
+ * monitor ended, or the backend has none): drift is then found only by
+ * reading every table back, as often as before notifications were followed.
+ */
+export const UNWATCHED_FULL_PASS_MS = 10_000;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class Daemon {
@@ -81,6 +88,12 @@ export class Daemon {
   private overlay: SideState[] = [];
   /** When the last reconcile pass finished (ms since the epoch): a loop that stops passing is reported. */
   private lastPassAt = 0;
+  /** The watch reported a lease change the next changes pass has not asked the manager for yet. */
+  private leaseNews = false;
+  /** When the oldest lease change not applied yet reached us (performance.now()), for /metrics. */
+  private newsSince?: number;
+  /** A full pass armed after one that left something undone (full passes are otherwise minutes apart). */
+  private retryTimer?: NodeJS.Timeout;
   private readonly traffic: TrafficKeeper;
   private readonly metrics?: DaemonMetrics;
   /** start() in progress: stop() waits for it to reach a point where it knows whether a lease is held. */
@@ -159,6 +172,8 @@ export class Daemon {
       log: this.log,
       problems: this.problems,
       resync: (why) => this.loop.request(why, true),
+      changed: (why) => this.loop.request(why),
+      watching: (up, why) => this.kernelWatching(up, why),
       detail: o.logDetail ?? 0,
       ...(this.metrics ? { metrics: this.metrics } : {}),
     }));
@@ -194,6 +209,10 @@ export class Daemon {
     this.checkStopped();
     await backend.removeStale();
     this.checkStopped();
+    // Drift repaired as the kernel reports it, from before the first pass reads the tables: a full
+    // pass is then a rare safety net. A backend that cannot follow the kernel gets the old period.
+    if (backend.watchKernel) backend.watchKernel();
+    else this.loop.setPeriod(Math.min(o.reconcileMs, UNWATCHED_FULL_PASS_MS));
     // Watch from the list the lease was obtained from, before the first reconcile lists
     // again: a change made at any moment since then is reported (etcd replays it from
     // that revision; the file store compares with that list's signature), none falls
@@ -210,7 +229,16 @@ export class Daemon {
     this.loop.startPeriodic();
     this.running = !this.stopped;
     const problem = overlayProblem(this.overlay);
-    this.log(`running: ${describePeers(this.overlay)}; reconciling every ${o.reconcileMs / 1000} s${problem ? `; not ready: ${problem}, retrying on each reconcile` : ''}`);
+    const repair = backend.watchKernel ? `drift repaired as the kernel reports it, a full reconcile every ${o.reconcileMs / 1000} s` : `reconciling every ${Math.min(o.reconcileMs, UNWATCHED_FULL_PASS_MS) / 1000} s`;
+    this.log(`running: ${describePeers(this.overlay)}; ${repair}${problem ? `; not ready: ${problem}, retrying on each reconcile` : ''}`);
+  }
+
+  /** The backend's kernel notifications stopped (a monitor ended) or came back: full passes fill in meanwhile. */
+  private kernelWatching(up: boolean, why: string): void {
+    if (this.stopped) return;
+    const period = up ? this.opts.reconcileMs : Math.min(this.opts.reconcileMs, UNWATCHED_FULL_PASS_MS);
+    this.log(up ? `following the kernel's notifications again (${why}); a full reconcile every ${period / 1000} s` : `not following the kernel's notifications: ${why}; a full reconcile every ${period / 1000} s meanwhile`);
+    this.loop.setPeriod(period);
   }
 
   private get leases(): readonly Lease[] {
@@ -242,6 +270,8 @@ export class Daemon {
     const back = this.watchTroubles.clearAll();
     if (back && !this.stopped) this.log(`watch: receiving changes from ${this.manager.description} again (${why})`);
     else if ((this.opts.logDetail ?? 0) >= 2) this.log(`watch: ${why}`);
+    this.leaseNews = true;
+    this.newsSince ??= performance.now();
     this.loop.request(why, back);
   }
 
@@ -270,9 +300,12 @@ export class Daemon {
   private async reconcile(why: string, full: boolean): Promise<void> {
     const started = performance.now();
     const cpuBefore = process.cpuUsage();
+    const news = this.newsSince;
+    this.newsSince = undefined; // a change reaching us from now on is the next pass's
     let ok = false;
     try {
       const overlay: SideState[] = (!full && (await this.changesPass(why))) || (await this.listedPass(why, full));
+      if (news !== undefined) this.metrics?.leaseChangeApplied((performance.now() - news) / 1000);
       // full passes only: a changes pass runs no command beyond the changes (see reconcile-loop.ts)
       if (full && this.opts.ipBlackholeRoute) for (const f of this.families) await this.blackhole(f, why);
       this.overlay = overlay;
@@ -297,7 +330,27 @@ export class Daemon {
         this.log(`${full ? 'full' : 'changes'} pass (${why}): ${describePeers(this.overlay)}, ${Math.round(seconds * 1000)} ms${ok ? '' : ', not complete'}`);
       }
       if (full) this.opts.afterFullPass?.();
+      this.retryIfIncomplete(ok);
     }
+  }
+
+  /**
+   * A pass that left the overlay short (a command refused, the store away, a
+   * VTEP not up) is followed by a full pass UNWATCHED_FULL_PASS_MS later, and
+   * again until one completes: as often as passes ran before drift was
+   * followed, not as rarely as the safety net's --reconcile-interval, and
+   * never in a tight loop against a kernel that keeps refusing.
+   */
+  private retryIfIncomplete(ok: boolean): void {
+    if (ok || this.stopped) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
+      return;
+    }
+    this.retryTimer ??= setTimeout(() => {
+      this.retryTimer = undefined;
+      this.loop.request('retrying what the last pass left undone', true);
+    }, Math.min(this.opts.reconcileMs, UNWATCHED_FULL_PASS_MS));
   }
 
   /** A pass from a fresh list of the leases (the last good one when the source cannot be listed). */
@@ -317,7 +370,10 @@ export class Daemon {
   private async changesPass(why: string): Promise<SideState[] | undefined> {
     const backend = this.backend;
     if (!backend?.reconcileChanges || !this.manager.leaseChanges || this.leaseRevision === undefined || this.storeDown) return undefined;
-    const delta = await this.manager.leaseChanges(this.leaseRevision);
+    // only the kernel reported something: no lease to ask the manager about (a store's delta compares every lease)
+    const asked = this.leaseNews;
+    this.leaseNews = false;
+    const delta = asked ? await this.manager.leaseChanges(this.leaseRevision) : { revision: this.leaseRevision, removed: [], added: [], bad: [] };
     if (!delta) return undefined;
     this.leaseRevision = delta.revision;
     for (const l of delta.removed) this.leaseSet.delete(l);
@@ -413,7 +469,9 @@ export class Daemon {
     if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
+    clearTimeout(this.retryTimer);
     const passDone = this.loop.stop();
+    this.backend?.stop?.();
     const rulesDone = this.traffic.stop();
     this.lease?.stop();
     // A start in progress stops at its next step; once it has, whether a lease is held is known

@@ -14,6 +14,9 @@ import { IP, type Prefix } from '../../net/ip';
 import { DEFAULT_DATA_DIR } from '../../ipam/config';
 import { Histogram, family, type Labels } from '../../util/prometheus';
 
+/** Upper bounds of the lease change latency buckets, in seconds (the goal is 10 ms). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
 type Kind = 'full' | 'changes';
 
 const fam = (family: 4 | 6) => `ipv${family}`;
@@ -35,6 +38,7 @@ export class DaemonMetrics {
   private readonly passes = new Map<string, number>();
   private readonly durations = new Map<Kind, Histogram>();
   private readonly cpu = new Map<Kind, number>();
+  private readonly latency = new Histogram(LATENCY_BUCKETS);
   private lastSuccess?: number;
   private watchErrors = 0;
   private renewals = 0;
@@ -74,6 +78,11 @@ export class DaemonMetrics {
     if (!h) this.durations.set(kind, (h = new Histogram()));
     h.observe(seconds);
     if (ok) this.lastSuccess = now / 1000;
+  }
+
+  /** A pass applied the lease changes the watch reported, the oldest `seconds` after it reached the daemon. */
+  leaseChangeApplied(seconds: number): void {
+    this.latency.observe(seconds);
   }
 
   watchError(): void {
@@ -145,6 +154,7 @@ export class DaemonMetrics {
       const h = this.durations.get(kind);
       if (h) hist.push(...h.samples('flannel_reconcile_duration_seconds', { kind }));
     }
+    const latency = this.latency.samples('flannel_lease_change_apply_seconds', {});
     const passes: [string, Labels, number][] = [...this.passes].sort().map(([key, v]) => {
       const [kind, result] = key.split(' ');
       return ['flannel_reconcile_passes_total', { kind, result }, v];
@@ -156,6 +166,7 @@ export class DaemonMetrics {
         family('flannel_peer_changes_failed_total', 'counter', 'Kernel changes for peers the kernel refused (retried by the next full pass).', perFamily('flannel_peer_changes_failed_total', this.failed)),
         family('flannel_reconcile_passes_total', 'counter', 'Reconcile passes: kind "full" (start, periodic: compared with the kernel) or "changes" (a change seen by the watch); result "ok" or "failed".', passes),
         family('flannel_reconcile_duration_seconds', 'histogram', 'How long reconcile passes took, per kind.', hist),
+        family('flannel_lease_change_apply_seconds', 'histogram', 'From a lease change reaching the daemon (the watch\'s event) until the pass that applied it had the kernel programmed; the oldest change of each pass.', latency),
         family('flannel_reconcile_cpu_seconds_total', 'counter', 'CPU time the daemon process used while passes of each kind ran (user + system).', [...this.cpu].map(([kind, v]) => ['flannel_reconcile_cpu_seconds_total', { kind }, v] as [string, Labels, number])),
         family('flannel_last_reconcile_success_timestamp_seconds', 'gauge', 'Unix time of the last pass that left every VTEP up and every peer programmed.', this.lastSuccess === undefined ? [] : [['flannel_last_reconcile_success_timestamp_seconds', {}, this.lastSuccess]]),
         family('flannel_watch_errors_total', 'counter', 'Times the watch on the lease source failed and was opened again.', [['flannel_watch_errors_total', {}, this.watchErrors]]),

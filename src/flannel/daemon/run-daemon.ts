@@ -6,10 +6,12 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { readIfExists } from '../../util/fs';
+import { batchSessions } from '../../iproute/batch-session';
+import { currentRunner, setRunner } from '../../iproute/exec';
 import { Daemon, DaemonOptions } from './daemon';
-import { serveHealth } from './healthz';
+import { setDaemonV8Flags } from './v8-flags';
 import { DaemonMetrics } from './metrics';
-import { KubeManager, KubeOptions } from '../kube/kube-manager';
+import type { KubeManager, KubeOptions } from '../kube/kube-manager';
 import type { PolicyController } from '../policy/controller';
 import { TABLE as POLICY_TABLE, removeTable as removePolicyTable } from '../policy/table';
 import type { Family } from '../../net/ip';
@@ -61,25 +63,30 @@ function previousSubnets(subnetFile: string): LeaseSubnets | undefined {
  * outlives the young generation (the pass awaits its commands) and V8 keeps
  * the old generation it grew for it. A full collection right after the pass
  * (on the next turn, not inside it) gives it back: measured at 5,000 Nodes,
- * ~20 MiB less RSS for ~50-100 ms of CPU per full pass (docs/speed.md).
+ * ~20 MiB less RSS for ~50-100 ms of CPU per full pass (docs/speed.md). The
+ * "last resort" kind also shrinks the young generation and compacts pages:
+ * full passes are rare now, and it took 1.7-2 MiB more off an idle daemon
+ * (10 Nodes: 58.4 -> 57.8 MiB with Kubernetes, 59.9 -> 58.0 with etcd; 5,000
+ * Nodes: 79.0 -> 77.3, "Footprint"). A Node without that kind does a plain one.
  */
 function compactAfterFullPasses(): () => void {
   setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as (() => void) | undefined;
+  const gc = runInNewContext('gc') as ((o?: object) => void) | undefined;
   setFlagsFromString('--no-expose-gc');
   let pending: NodeJS.Immediate | undefined;
   return () => {
     if (!gc || pending) return;
     pending = setImmediate(() => {
       pending = undefined;
-      gc();
+      gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
     });
   };
 }
 
 /** Leases assigned by Kubernetes with --kube-subnet-mgr; else chosen in the store the flags name: etcd with --etcd-endpoints, else the file store. */
 async function openManager(o: RunOptions, log: Log): Promise<SubnetManager> {
-  if (o.kube) return KubeManager.open(o.kube, log);
+  // each source's client is loaded only when asked for: a daemon on a store never loads the Kubernetes client (https, tls)
+  if (o.kube) return (await import('../kube/kube-manager')).KubeManager.open(o.kube, log);
   return new StoreManager(await openStore(o.store), { leaseTtlS: o.leaseTtlS, renewMarginS: o.renewMarginS, previous: previousSubnets(o.subnetFile) });
 }
 
@@ -117,18 +124,11 @@ async function startPolicy(o: RunOptions, manager: SubnetManager, log: Log): Pro
  * stops it at its next step.
  */
 export async function runDaemon(o: RunOptions): Promise<number> {
-  // The young generation stays at its initial size instead of growing up to 16 MiB per semi-space:
-  // the watch's short-lived garbage (thousands of kubelet heartbeats, each a parsed Node dropped at once)
-  // made it grow, and V8 keeps what it grew. Measured at 5,000 Nodes: ~30 MiB less RSS for a little
-  // more CPU in scavenges (docs/speed.md, "Cluster scale"). A long-running process only: plugins keep V8's default.
-  setFlagsFromString('--semi-space-growth-factor=1');
-  // V8's heap settings for size over speed (a smaller old generation between collections, less
-  // compiled code kept). At 5,000 Nodes, with glibc's tunables (boot/malloc-tunables.ts): ~90 MiB RSS
-  // from the start on and a peak of ~100, against ~100 after the start, ~95 at the end and a peak up
-  // to 120 when set once started; the price is ~60-100 ms more garbage collection while the Nodes
-  // are read (docs/speed.md, "Memory at 5,000 Nodes").
-  setFlagsFromString('--optimize-for-size');
+  setDaemonV8Flags(); // (the standalone executable set them before anything was compiled)
   const afterFullPass = compactAfterFullPasses();
+  // The peers' batches go to an ip and a bridge kept running, not a process forked per batch (batch-session.ts).
+  const sessions = batchSessions(currentRunner());
+  setRunner(sessions.runner);
   const log = stderrLog(!!o.skipHeaders);
   // The last resort, for a bug of ours: one log line with the stack, not Node's report, which quotes the
   // source line the error came from (the whole minified bundle, ~24 KB). The process still exits: what
@@ -158,7 +158,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
   let closeHealth = async () => {};
   if (o.healthz) {
     try {
-      closeHealth = (await serveHealth(o.healthz, health, metrics)).close;
+      closeHealth = (await (await import('./healthz')).serveHealth(o.healthz, health, metrics)).close;
       const everywhere = o.healthz.ip === '0.0.0.0' || o.healthz.ip === '::';
       // flanneld's default address too; said here because the endpoints answer anyone who can reach them
       log(`serving /healthz, /readyz and /metrics on ${o.healthz.ip.includes(':') ? `[${o.healthz.ip}]` : o.healthz.ip}:${o.healthz.port}${everywhere ? ' (every address of this node, without authentication: --healthz-ip narrows it)' : ''}`);
@@ -180,7 +180,7 @@ export async function runDaemon(o: RunOptions): Promise<number> {
       if (stopping) return;
       stopping = true;
       log(`${signal}: stopping${o.releaseOnExit ? ' and releasing the lease' : ` (the lease, VTEP, routes and firewall rules${policy ? ' and the network policy table' : ''} stay for the next start)`}`);
-      stopPolicy().then(() => daemon.stop()).finally(closeHealth).then(
+      stopPolicy().then(() => daemon.stop()).finally(closeHealth).finally(sessions.close).then(
         () => resolve(0),
         (err) => {
           log(`stop failed: ${(err as Error).message}`);

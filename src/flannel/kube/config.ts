@@ -13,6 +13,8 @@ import { dirname, isAbsolute, join } from 'node:path';
 import { hasUserInfo, withoutUserInfo } from '../../util/url-text';
 
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** kube-flannel's network config (--net-config-path). */
+export const DEFAULT_NET_CONF_PATH = '/etc/kube-flannel/net-conf.json';
 
 export interface KubeConnection {
   /** The API's base URL: scheme, host, port and any path prefix, without a trailing slash. */
@@ -95,7 +97,7 @@ function tokenFile(file: string, what: string): () => string {
 }
 
 async function fromKubeconfig(file: string, apiUrl: string | undefined): Promise<KubeConnection> {
-  const { load } = await import('js-yaml');
+  const { load } = await import('./yaml-lib');
   let doc: unknown;
   try {
     doc = load(readFile(file, 'kubeconfig').toString());

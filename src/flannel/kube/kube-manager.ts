@@ -22,7 +22,7 @@ import type { KubeNode } from './node';
 import { Change, Informer, InformerOptions } from './informer';
 import { NODES } from './resource';
 
-export const DEFAULT_NET_CONF_PATH = '/etc/kube-flannel/net-conf.json';
+export { DEFAULT_NET_CONF_PATH } from './config';
 
 export interface KubeOptions extends KubeConfigOptions {
   /** This node's Node (NODE_NAME, --node-name); when empty, the node `pod` runs on. */

@@ -11,7 +11,7 @@
 import type { Lease } from '../lease';
 import type { LeaseList } from '../manager';
 
-/** A key as the watch or a range read returns it (etcd3's IKeyValue, the fields used). */
+/** A key as the watch or a range read returns it (etcd-http.ts's Kv, the fields used). */
 export interface Kv {
   key: Buffer;
   value: Buffer;
@@ -33,7 +33,7 @@ export class EtcdMirror {
   private listedAt = -1n;
   /** The watch whose events count, and whether it delivers every change after exactAt. */
   private feeder?: object;
-  /** The feeder is attached to etcd (not between a disconnection and etcd3 re-attaching it). */
+  /** The feeder is attached to etcd (not between a disconnection and the watch attaching itself again). */
   private attached = false;
   private covered = false;
   /** Bumped when the watch (re)connects: a range read started before does not prove coverage. */
@@ -112,7 +112,7 @@ export class EtcdMirror {
     if (gone) this.feeder = undefined;
   }
 
-  /** etcd3 attached the watch again (it resumes after the last revision it saw): a range read from now on covers it. */
+  /** The watch attached itself again (it resumes after the last revision it saw): a range read from now on covers it. */
   reattached(feeder: object): void {
     if (feeder !== this.feeder) return;
     this.covered = false;

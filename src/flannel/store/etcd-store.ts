@@ -1,61 +1,29 @@
-// Leases in etcd (v3 API through the etcd3 client), in flannel's exact schema:
+// Leases in etcd (its v3 API, through the JSON gateway: etcd-http.ts), in flannel's exact schema:
 //   <prefix>/config                      the network config JSON
 //   <prefix>/subnets/10.244.1.0-24       the lease JSON, attached to an etcd lease (TTL);
 //                                        10.244.1.0-24&fd00:10:244:1::-64 dual stack,
 //                                        fd00:10:244:1::-64 IPv6 only
-// Loaded only by the daemon and the operator commands (dynamic import): the
-// CNI path never pays for grpc.
+// Loaded only by the daemon and the operator commands (dynamic import); the
+// client itself only with --etcd-endpoints (a chunk of its own, build.mjs).
 import { readFileSync } from 'node:fs';
-import type { Etcd3 as Etcd3Type, IOptions } from 'etcd3';
 import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from '../lease';
 import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
 import { type LeaseList, StoreUnavailable } from '../manager';
-import { loadEtcd3 } from './etcd-client';
 import { Serial } from '../../util/serial';
 import { hasUserInfo, withoutUserInfo } from '../../util/url-text';
-import { EtcdMirror, type Kv } from './etcd-mirror';
+import { EtcdMirror } from './etcd-mirror';
+import type { EtcdHttp, EtcdWatch } from './etcd-http';
 
-/** The most an etcd call may take, etcd3's own retries included (StoreOptions.etcdTimeoutMs). */
+/** The most an etcd call may take, retries included (StoreOptions.etcdTimeoutMs). */
 const CALL_TIMEOUT_MS = 5000;
 /** First delay before a failed or cancelled watch is made again (doubling to 30 s). */
 const WATCH_RETRY_MS = 500;
-/**
- * How long etcd3 waits before re-opening a broken watch stream: 250 ms doubling
- * to at most 1 s. Its default grows to 30 s while etcd is away, so after an
- * outage of a few seconds the watch came back many seconds after etcd did, and
- * peers that joined or left meanwhile waited for the periodic reconcile.
- */
-type Backoff = { duration: number; next(): Backoff };
-const watchStreamBackoff = (ms: number): Backoff => ({ duration: ms, next: () => watchStreamBackoff(Math.min(ms * 2, 1000)) });
 
-/** Grpc/etcd3 errors that mean "cannot reach etcd right now" become StoreUnavailable. */
-function unavailable(endpoints: string, err: unknown): Error {
+/** The client's "cannot reach etcd right now" becomes StoreUnavailable (by name: the client is a chunk of its own). */
+function unavailable(err: unknown): Error {
   if (err instanceof StoreUnavailable) return err;
-  const e = err as Error & { code?: number };
-  const name = e?.constructor?.name ?? '';
-  if (/Unavailable|Deadline|Timeout|Connection|Breaker|Isolated/i.test(name) || /UNAVAILABLE|DEADLINE|ECONNREFUSED|No connection|timed out|breaker/i.test(String(e?.message))) {
-    return new StoreUnavailable(`etcd ${endpoints} unreachable: ${grpcReason(e.message)}`);
-  }
-  // any other gRPC status: said with the endpoints it came from ("12 UNIMPLEMENTED: Received HTTP status code 404" alone names nothing)
-  const status = /^\d+ ([A-Z_]+): /.exec(String(e?.message));
-  if (status) {
-    const notEtcd = ': it does not answer etcd v3\'s API (not etcd, or not its client URL, e.g. http://10.0.0.1:2379?)';
-    const hint = status[1] === 'UNIMPLEMENTED' ? notEtcd : '';
-    return new Error(`etcd ${endpoints}: ${grpcReason(e.message)}${hint}`);
-  }
-  return e instanceof Error ? e : new Error(String(err));
-}
-
-/**
- * The readable cause in a grpc-js message: "14 UNAVAILABLE: No connection
- * established. Last error: Error: connect ECONNREFUSED 10.0.0.1:2379.
- * Resolution note: " becomes "connect ECONNREFUSED 10.0.0.1:2379".
- */
-export function grpcReason(message: string): string {
-  let text = message.replace(/\s*Resolution note:.*$/s, '').replace(/^\d+ [A-Z_]+: /, '');
-  const last = /Last error: (?:\w*Error: )?(.*)$/s.exec(text);
-  if (last) text = last[1];
-  return text.trim().replace(/\.$/, '') || message;
+  if ((err as Error)?.name === 'EtcdUnreachable') return new StoreUnavailable((err as Error).message);
+  return err instanceof Error ? err : new Error(String(err));
 }
 
 export class EtcdStore implements LeaseStore {
@@ -68,7 +36,7 @@ export class EtcdStore implements LeaseStore {
   private readonly writes = new Serial();
 
   private constructor(
-    private readonly client: Etcd3Type,
+    private readonly client: EtcdHttp,
     private readonly prefix: string,
     private readonly endpoints: string,
     private readonly timeoutMs: number,
@@ -77,36 +45,32 @@ export class EtcdStore implements LeaseStore {
   }
 
   static async open(opts: StoreOptions): Promise<EtcdStore> {
-    const { Etcd3 } = await loadEtcd3();
     const hosts = (opts.etcdEndpoints ?? []).map((h) => h.trim()).filter(Boolean);
     for (const h of hosts) {
       if (hasUserInfo(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(withoutUserInfo(h))} must not carry a user or password (use --etcd-username and --etcd-password)`);
       if (!/^https?:\/\/[^/\s@]+\/?$/.test(h)) throw new Error(`--etcd-endpoints: ${JSON.stringify(withoutUserInfo(h))} is not an http(s)://host:port URL`);
     }
     const timeoutMs = opts.etcdTimeoutMs ?? CALL_TIMEOUT_MS;
-    const options: IOptions = {
-      hosts,
-      dialTimeout: timeoutMs,
-      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
-      faultHandling: { watchBackoff: watchStreamBackoff(125) }, // etcd3 calls next() first: 250 ms
-    };
     // TLS: a client certificate is presented whenever one is given, with or without
-    // --etcd-cafile (without it, the server is checked against the system's CAs, or
-    // grpc's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), as flanneld does.
+    // --etcd-cafile (without it, the server is checked against the system's CAs), as flanneld does.
     if (!!opts.etcdCertFile !== !!opts.etcdKeyFile) {
       throw new Error(`--etcd-certfile and --etcd-keyfile go together (the client certificate and its key); only ${opts.etcdCertFile ? '--etcd-certfile' : '--etcd-keyfile'} was given`);
     }
-    if (opts.etcdCaFile || opts.etcdCertFile) {
-      options.credentials = {
-        rootCertificate: (opts.etcdCaFile ? readFileSync(opts.etcdCaFile) : null) as Buffer, // null: grpc's default roots
-        ...(opts.etcdKeyFile ? { privateKey: readFileSync(opts.etcdKeyFile) } : {}),
-        ...(opts.etcdCertFile ? { certChain: readFileSync(opts.etcdCertFile) } : {}),
-      };
-    }
-    if (opts.etcdUsername) options.auth = { username: opts.etcdUsername, password: opts.etcdPassword ?? '' };
+    const tls = {
+      ...(opts.etcdCaFile ? { ca: readFileSync(opts.etcdCaFile) } : {}),
+      ...(opts.etcdCertFile ? { cert: readFileSync(opts.etcdCertFile) } : {}),
+      ...(opts.etcdKeyFile ? { key: readFileSync(opts.etcdKeyFile) } : {}),
+    };
     const prefix = (opts.etcdPrefix ?? DEFAULT_PREFIX).replace(/\/+$/, '');
     if (!prefix.startsWith('/')) throw new Error(`--etcd-prefix must start with "/", got ${JSON.stringify(opts.etcdPrefix)}`);
-    return new EtcdStore(new Etcd3(options), prefix, hosts.join(','), timeoutMs);
+    const { EtcdHttp } = await import('./etcd-http');
+    const client = new EtcdHttp({
+      endpoints: hosts.map((h) => h.replace(/\/$/, '')),
+      timeoutMs,
+      tls,
+      ...(opts.etcdUsername ? { auth: { username: opts.etcdUsername, password: opts.etcdPassword ?? '' } } : {}),
+    });
+    return new EtcdStore(client, prefix, hosts.join(','), timeoutMs);
   }
 
   private key(subnets: LeaseSubnets): string {
@@ -114,9 +78,9 @@ export class EtcdStore implements LeaseStore {
   }
 
   /**
-   * One store operation, bounded as a whole: etcd3 retries a call that timed out
-   * (three attempts of `timeoutMs` each), so during a partition a list would
-   * otherwise block the reconcile for 15 s and more per attempt.
+   * One store operation, bounded as a whole: a call may try several endpoints,
+   * each up to `timeoutMs`, and a partition must not block the reconcile for
+   * that long.
    */
   private async call<T>(fn: () => Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
@@ -129,7 +93,7 @@ export class EtcdStore implements LeaseStore {
     try {
       return await Promise.race([fn(), deadline]);
     } catch (err) {
-      throw unavailable(this.endpoints, err);
+      throw unavailable(err);
     } finally {
       clearTimeout(timer);
     }
@@ -145,11 +109,11 @@ export class EtcdStore implements LeaseStore {
   }
 
   getConfig(): Promise<string | undefined> {
-    return this.call(async () => (await this.client.get(`${this.prefix}/config`).string()) ?? undefined);
+    return this.call(async () => (await this.client.range(`${this.prefix}/config`)).kvs[0]?.value.toString());
   }
 
   async setConfig(text: string): Promise<void> {
-    await this.call(() => this.client.put(`${this.prefix}/config`).value(text).exec());
+    await this.call(() => this.client.put(`${this.prefix}/config`, text));
   }
 
   /** A key's name under <prefix>/subnets/. */
@@ -160,14 +124,14 @@ export class EtcdStore implements LeaseStore {
   /** Every lease, read from etcd (a range read), and the etcd revision the list was read at. */
   private async listAt(): Promise<LeaseList & { revision: string }> {
     const started = this.mirror.beginRead();
-    let res: Awaited<ReturnType<ReturnType<ReturnType<Etcd3Type['getAll']>['prefix']>['exec']>>;
+    let res: { revision: string; kvs: import('./etcd-http').Kv[] };
     try {
-      res = await this.call(() => this.client.getAll().prefix(`${this.prefix}/subnets/`).exec());
+      res = await this.call(() => this.client.range(`${this.prefix}/subnets/`, `${this.prefix}/subnets0`));
     } catch (err) {
       this.mirror.abortRead();
       throw err;
     }
-    return this.mirror.endRead(started, res.header.revision, res.kvs.map((kv) => ({ name: this.nameOf(kv.key), kv })));
+    return this.mirror.endRead(started, res.revision, res.kvs.map((kv) => ({ name: this.nameOf(kv.key), kv })));
   }
 
   /** One key and value as a lease, or why not. */
@@ -187,15 +151,14 @@ export class EtcdStore implements LeaseStore {
     return this.mirror.usable() ? this.mirror.list() : this.listAt();
   }
 
-  private async grant(ttlS: number): Promise<string> {
-    const res = await this.client.leaseClient.leaseGrant({ TTL: ttlS, ID: 0 });
-    return String(res.ID);
+  private grant(ttlS: number): Promise<string> {
+    return this.client.leaseGrant(ttlS);
   }
 
   private async revoke(id: string | undefined): Promise<void> {
     if (!id) return;
     try {
-      await this.call(() => this.client.leaseClient.leaseRevoke({ ID: id }));
+      await this.call(() => this.client.leaseRevoke(id));
     } catch {
       // already expired or revoked: nothing holds it
     }
@@ -217,20 +180,19 @@ export class EtcdStore implements LeaseStore {
       // ttlS 0: a reservation, as renew writes it (attached to no etcd lease)
       const id = ttlS > 0 ? await this.grant(ttlS) : undefined;
       const key = this.key(subnets);
-      const rangeStart = Buffer.from(`${this.prefix}/subnets/`);
-      const rangeEnd = Buffer.from(`${this.prefix}/subnets0`); // '/' + 1: every key under subnets/
-      const res = await this.client.kv.txn({
-        compare: [
-          { key: Buffer.from(key), target: 'Create', result: 'Equal', create_revision: 0 },
-          { key: rangeStart, range_end: rangeEnd, target: 'Mod', result: 'Less', mod_revision: (BigInt(revision) + 1n).toString() },
+      const res = await this.client.txn(
+        [
+          { key, target: 'CREATE', result: 'EQUAL', createRevision: '0' },
+          // '/' + 1: every key under subnets/
+          { key: `${this.prefix}/subnets/`, rangeEnd: `${this.prefix}/subnets0`, target: 'MOD', result: 'LESS', modRevision: (BigInt(revision) + 1n).toString() },
         ],
-        success: [{ request_put: { key: Buffer.from(key), value: Buffer.from(encodeAttrs(attrs)), ...(id !== undefined ? { lease: id } : {}) } }],
-      });
+        [{ key, value: encodeAttrs(attrs), lease: id }],
+      );
       if (!res.succeeded) {
         await this.revoke(id);
         return false;
       }
-      this.mirror.wrote(res.header?.revision);
+      this.mirror.wrote(res.revision);
       if (id !== undefined) this.held.set(key, id);
       return true;
     }));
@@ -242,16 +204,14 @@ export class EtcdStore implements LeaseStore {
       // ttlS 0: a reservation, written as flannel keeps it, attached to no etcd lease
       const id = ttlS > 0 ? await this.grant(ttlS) : undefined;
       const key = this.key(subnets);
-      const put = this.client.put(key).value(encodeAttrs(attrs));
-      if (id !== undefined) put.lease(id);
-      const txn =
-        expectedValue === undefined ? this.client.if(key, 'Create', '>', 0) : this.client.if(key, 'Value', '==', expectedValue);
-      const res = await txn.then(put).commit();
+      const guard =
+        expectedValue === undefined ? ({ key, target: 'CREATE', result: 'GREATER', createRevision: '0' } as const) : ({ key, target: 'VALUE', result: 'EQUAL', value: expectedValue } as const);
+      const res = await this.client.txn([guard], [{ key, value: encodeAttrs(attrs), lease: id }]);
       if (!res.succeeded) {
         await this.revoke(id);
         return false;
       }
-      this.mirror.wrote(res.header?.revision);
+      this.mirror.wrote(res.revision);
       // The key now hangs on the new etcd lease (or none); the old one would only expire.
       await this.revoke(this.held.get(key));
       if (id !== undefined) this.held.set(key, id);
@@ -263,23 +223,22 @@ export class EtcdStore implements LeaseStore {
   async remove(subnets: LeaseSubnets): Promise<void> {
     const key = this.key(subnets);
     await this.call(() => this.exclusive(async () => {
-      const res = await this.client.delete().key(key).exec();
-      this.mirror.wrote(res?.header?.revision);
+      this.mirror.wrote(await this.client.delete(key));
       await this.revoke(this.held.get(key));
       this.held.delete(key);
     }));
   }
 
   /**
-   * An etcd watch on <prefix>/subnets/ that never dies: etcd3 re-attaches a
-   * watch after a disconnection by itself, but when etcd *cancels* it (the
-   * revision it resumes from was compacted while we were away, ...) etcd3
-   * drops the watcher and only emits 'error'. Then, and when creating it
-   * fails, a new one is made from the current revision and `onChange` asks
-   * for a full resync: the list that follows covers whatever was missed.
+   * An etcd watch on <prefix>/subnets/ that never dies: the client attaches a
+   * watch again after a disconnection by itself, but when etcd *cancels* it
+   * (the revision it resumes from was compacted while we were away, ...) it
+   * only emits 'error'. Then, and when creating it fails, a new one is made
+   * from the current revision and `onChange` asks for a full resync: the list
+   * that follows covers whatever was missed.
    */
   watch(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): () => void {
-    type Watcher = Awaited<ReturnType<ReturnType<Etcd3Type['watch']>['create']>>;
+    type Watcher = EtcdWatch;
     let stopped = false;
     let watcher: Watcher | undefined;
     let timer: NodeJS.Timeout | undefined;
@@ -300,12 +259,10 @@ export class EtcdStore implements LeaseStore {
       if (stopped) return;
       let w: Watcher;
       try {
-        const builder = this.client.watch().prefix(`${this.prefix}/subnets/`);
-        if (from !== undefined) builder.startRevision(from);
-        w = await builder.create();
+        w = await this.client.watch(`${this.prefix}/subnets/`, `${this.prefix}/subnets0`, from);
         this.mirror.watching(w, from);
       } catch (err) {
-        again(unavailable(this.endpoints, err));
+        again(unavailable(err));
         return;
       }
       if (stopped) {
@@ -316,11 +273,11 @@ export class EtcdStore implements LeaseStore {
       delay = WATCH_RETRY_MS;
       // the key is whatever was written: quoted, it cannot break a log line
       w.on('put', (kv) => {
-        this.mirror.event(w, this.nameOf(kv.key), kv as Kv, false);
+        this.mirror.event(w, this.nameOf(kv.key), kv, false);
         onChange(`etcd put ${JSON.stringify(kv.key.toString())}`);
       });
       w.on('delete', (kv) => {
-        this.mirror.event(w, this.nameOf(kv.key), kv as Kv, true);
+        this.mirror.event(w, this.nameOf(kv.key), kv, true);
         onChange(`etcd delete ${JSON.stringify(kv.key.toString())}`);
       });
       w.on('connected', () => {
@@ -329,10 +286,10 @@ export class EtcdStore implements LeaseStore {
       });
       w.on('disconnected', (err) => {
         this.mirror.lost(w);
-        onError(unavailable(this.endpoints, err));
+        onError(unavailable(err));
       });
       w.on('error', (err: Error) => {
-        // cancelled by etcd: etcd3 has forgotten this watcher and will not bring it back
+        // cancelled by etcd: the watcher will not bring it back
         this.mirror.lost(w, true);
         w.removeAllListeners();
         w.on('error', () => {});

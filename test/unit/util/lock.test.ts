@@ -97,6 +97,32 @@ describe('withLock', () => {
     expect(latency).toBeLessThan(30_000);
   });
 
+  it('blocking (a plugin call): one flock(1) waits in the kernel, the call blocked meanwhile, until the holder lets go', async () => {
+    // a holder in another process that lets go after 400 ms (this process blocks: it cannot release it)
+    const h = spawn('flock', ['--exclusive', lockFile, 'sleep', '0.4'], { stdio: 'ignore' });
+    await waitFor('the holder to hold the lock', () => fs.readFileSync('/proc/locks', 'utf8').includes('FLOCK'), 30_000);
+    const started = Date.now();
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    const got = await withLock(lockFile, 60_000, async () => Date.now(), { blocking: true });
+    clearInterval(timer);
+    expect(got - started).toBeGreaterThanOrEqual(200); // it waited for the holder
+    expect(ticks).toBe(0); // blocked: no timer ran while it waited
+    await new Promise((r) => h.once('close', r));
+  });
+
+  it('blocking: gives up after the timeout with code 11, naming the lock', async () => {
+    const h = await holder();
+    try {
+      const err = await withLock(lockFile, 300, async () => 'never', { blocking: true }).catch((e) => e);
+      expect(err).toBeInstanceOf(CniError);
+      expect([err.code, err.message]).toEqual([11, `timed out after 300 ms waiting for the lock ${lockFile}`]);
+    } finally {
+      h.child.kill('SIGKILL');
+      await h.closed;
+    }
+  });
+
   it('a lock file that cannot be opened is an I/O failure naming it', async () => {
     const err = await withLock(join(dir, 'missing', 'lock'), 100, async () => 0).catch((e) => e);
     expect(err).toMatchObject({ code: 5, message: `cannot open the lock file ${join(dir, 'missing', 'lock')}: ENOENT` });

@@ -1,6 +1,7 @@
-// When the daemon reconciles (fake timers): debounced requests, one pass at a
-// time with at most one more queued, periodic passes armed only when the
-// previous one ended, and a stop that waits for the pass in flight.
+// When the daemon reconciles (fake timers): requests of one turn make one pass
+// at once (no waiting window), one pass at a time with at most one more
+// queued, periodic passes armed only when the previous one ended, a period
+// shortened from now, and a stop that waits for the pass in flight.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ReconcileLoop } from '../../../src/util/reconcile-loop';
 
@@ -37,15 +38,37 @@ describe('ReconcileLoop', () => {
 
   const overlapping = () => passes.some((p, i) => i > 0 && p.start < passes[i - 1].end!);
 
-  it('requests within 20 ms make one pass', async () => {
-    for (const why of ['put a', 'put b', 'delete c']) {
-      loop.request(why);
-      await vi.advanceTimersByTimeAsync(5);
-    }
-    await vi.advanceTimersByTimeAsync(14); // 19 ms after the last request
+  it('requests of one turn make one pass, at once; one made while it runs makes one more after it', async () => {
+    passMs = 100;
+    const t0 = Date.now();
+    for (const why of ['put a', 'put b', 'delete c']) loop.request(why);
+    expect(passes).toEqual([]); // not inside the caller's turn
+    await vi.advanceTimersByTimeAsync(0);
+    expect(passes.map((p) => [p.why, p.start])).toEqual([['delete c', t0]]);
+    await vi.advanceTimersByTimeAsync(10);
+    loop.request('put d');
+    loop.request('put e');
+    await vi.advanceTimersByTimeAsync(200);
+    expect(passes.map((p) => [p.why, p.start])).toEqual([['delete c', t0], ['put e', t0 + 100]]);
+    expect(overlapping()).toBe(false);
+  });
+
+  it('a new period counts from now', async () => {
+    const t0 = Date.now();
+    loop.startPeriodic(); // every 1000 ms
+    await vi.advanceTimersByTimeAsync(600);
+    loop.setPeriod(100);
+    await vi.advanceTimersByTimeAsync(95);
     expect(passes).toEqual([]);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(passes.map((p) => p.why)).toEqual(['delete c']);
+    await vi.advanceTimersByTimeAsync(10);
+    expect(passes.map((p) => p.start)).toEqual([t0 + 700]); // not at 1000
+    await vi.advanceTimersByTimeAsync(110);
+    expect(passes).toHaveLength(2);
+    loop.setPeriod(5000);
+    await vi.advanceTimersByTimeAsync(4950);
+    expect(passes).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(passes).toHaveLength(3);
   });
 
   it('changes passes for requests, full ones for runs and periods; a full one asked for meanwhile is not lost', async () => {

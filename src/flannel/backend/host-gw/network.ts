@@ -8,10 +8,11 @@
 // public address that is not the interface's own (NAT) is refused.
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig, Pool } from '../../netconfig';
-import type { IP, Prefix } from '../../../net/ip';
+import { IP, type Prefix } from '../../../net/ip';
 import { PUT_BACK, changeLines, familiesOf, leasedSubnet, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { removeOtherVteps } from '../vxlan/vtep';
-import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes } from './routes';
+import { RouteIndex, RoutePeer, RoutePlanError, applyRoutes, planRoutes, programmedRoutes, readRoutes, routeDrift } from './routes';
+import { KernelWatch } from '../kernel-watch';
 
 /** flanneld's words, kept so that operators searching for them find the cause. */
 export const NAT_REASON = "your PublicIP differs from interface IP, meaning that probably you're on a NAT, which is not supported by host-gw backend";
@@ -45,6 +46,9 @@ export class HostGwNetwork implements Backend {
   private readonly detail: number;
   private readonly problems;
   private readonly resync: (why: string) => void;
+  private readonly ctx: BackendContext;
+  /** The kernel's notifications of routes into the network, once watchKernel() started them. */
+  private watch?: KernelWatch;
 
   /** Throws flanneld's reason when this node is behind NAT (its public address is not the interface's). */
   constructor(cfg: NetworkConfig, ext: ExternalInterface, ctx: BackendContext) {
@@ -52,6 +56,7 @@ export class HostGwNetwork implements Backend {
     this.detail = ctx.detail ?? 0;
     this.problems = ctx.problems;
     this.resync = ctx.resync;
+    this.ctx = ctx;
     this.planned = familiesOf(cfg, ext);
     for (const f of this.planned) {
       const local = f.family === 4 ? ext.localIP : ext.localIPv6;
@@ -116,6 +121,27 @@ export class HostGwNetwork implements Backend {
     return this.allRouted;
   }
 
+  /** The routes into each family's network via a gateway (one `ip monitor` per family). */
+  watchKernel(): void {
+    if (this.watch || !this.families.length) return;
+    const networks = new Map(this.families.map((f) => [f.family, f.pool.network]));
+    this.watch = new KernelWatch(
+      this.families.map((f) => f.family),
+      { neigh: false, fdb: false },
+      (e, family) => {
+        if (e.kind !== 'route' || !e.route.gateway) return false;
+        const dst = IP.parse(e.route.dst.split('/')[0]);
+        return !!dst && !!networks.get(family)?.contains(dst);
+      },
+      { changed: (why) => this.ctx.changed?.(why), missed: (why) => this.resync(why), watching: (up, why) => this.ctx.watching?.(up, why) },
+    );
+    this.watch.start();
+  }
+
+  stop(): void {
+    this.watch?.stop();
+  }
+
   /** One family's peer routes. No device of ours to be down: `up` always (named after the underlay they go through). */
   private async reconcileFamily(f: LeasedFamily, change: { leases: readonly Lease[] } | LeaseChanges, why: string, full: boolean): Promise<SideState> {
     const key = `routes${f.family}`;
@@ -124,12 +150,22 @@ export class HostGwNetwork implements Backend {
     const last = this.programmed.get(f.family);
     const before = full ? undefined : last;
     const { peers, keys, skipped } = peersToPlan(index, change, !!before, `IPv${f.family} routes`);
+    // what the kernel reported since the last pass: a full pass reads it all, a changes pass plans the routes changed behind its back
+    const seen = this.watch?.take(f.family);
+    const drift = before && seen ? routeDrift(seen.routes, before, this.dev, f.pool.network) : undefined;
+    for (const k of drift?.keys ?? []) {
+      if (keys!.has(k)) continue;
+      keys!.add(k);
+      const p = index.wanted(k);
+      if (p) peers.push(p);
+    }
     const state: SideState = { vtep: `${this.dev} (IPv${f.family} routes)`, up: true, wanted: before ? before.size : peers.length, failed: [], staleLeft: 0 };
     // one line per lease until its reason changes; a lease of another backend is one line for both families
     for (const m of skipped) this.problems.report(`skip${m.endsWith(' is not host-gw') ? '' : f.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
     this.unread.delete(state.vtep);
     try {
-      const actual = before ? programmedRoutes([...keys!].map((k) => before.get(k)).filter((p): p is RoutePeer => !!p), this.dev) : await readRoutes(f.pool.network);
+      const was = before && programmedRoutes([...keys!].map((k) => before.get(k)).filter((p): p is RoutePeer => !!p), this.dev);
+      const actual = was ? (drift ? drift.overlay(was, keys!) : was) : await readRoutes(f.pool.network);
       const plan = planRoutes(peers, actual, this.dev, f.pool.network);
       this.programmed.delete(f.family); // until the plan is applied in full
       // a route a full pass adds was in place after the last pass if its peer is the same

@@ -7,6 +7,7 @@
 import { IP, Prefix } from '../../../net/ip';
 import { runBatch, type Line } from '../../../iproute/batch';
 import { listRoutesWithin, routeDel, routeReplace, type IpRoute } from '../../../iproute/route';
+import type { RouteEvent } from '../../../iproute/monitor';
 import { describeSubnets, subnetOf, type Lease } from '../../lease';
 import { SubnetClaims } from '../subnet-claims';
 import { type AddressContext, publicAddressProblem } from '../public-address';
@@ -136,6 +137,37 @@ export class RouteIndex {
     }
     return skipped;
   }
+}
+
+/**
+ * The routes the kernel reported (kernel-watch.ts) that differ from what
+ * was programmed (`before`, by subnet): the peer subnets to plan again, and
+ * `actual` with what the kernel holds for them (and the routes it reported
+ * that no peer explains). Events that agree with what was programmed (the
+ * echo of our own commands) ask for nothing.
+ */
+export function routeDrift(seen: ReadonlyMap<string, RouteEvent>, before: ReadonlyMap<string, RoutePeer>, dev: string, network: Prefix): { keys: Set<string>; overlay(actual: IpRoute[], keys: ReadonlySet<string>): IpRoute[] } {
+  const keys = new Set<string>();
+  for (const [dst, e] of seen) {
+    const p = before.get(dst);
+    if (p && planRoutes([p], overlayRoutes(programmedRoutes([p], dev), [[dst, e]], network.family), dev, network).changes.length === 0) continue;
+    if (p) keys.add(dst);
+  }
+  return {
+    keys,
+    // reported routes of planned subnets, and routes no peer explains (planRoutes removes those a full pass would)
+    overlay: (actual, planned) => overlayRoutes(actual, [...seen].filter(([dst, e]) => planned.has(dst) || (!before.has(dst) && !e.deleted)), network.family),
+  };
+}
+
+/** `actual` with each reported route in place of those to its destination (gone when deleted). */
+function overlayRoutes(actual: readonly IpRoute[], seen: readonly (readonly [string, RouteEvent])[], family: 4 | 6): IpRoute[] {
+  let out = [...actual];
+  for (const [dst, e] of seen) {
+    out = out.filter((r) => dstOf(r, family)?.toString() !== dst);
+    if (!e.deleted) out.push(e.route);
+  }
+  return out;
 }
 
 /** The routes to `peers` as the kernel holds them once a plan made them (planning against this needs no read). */

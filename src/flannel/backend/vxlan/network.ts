@@ -5,11 +5,14 @@
 import { settleAll } from '../../../util/settle';
 import { deleteLink, getLink, linkMac } from '../../../iproute/link';
 import { vxlanMismatch, type VxlanSpec } from '../../../iproute/vxlan';
-import type { IP, Prefix } from '../../../net/ip';
+import { IP, type Prefix } from '../../../net/ip';
 import type { Lease, LeaseAttrs, LeaseSubnets } from '../../lease';
 import type { NetworkConfig } from '../../netconfig';
 import { PUT_BACK, changeLines, peersToPlan, programmedAfterChanges, recordRefused, type Backend, type BackendContext, type BackendMetrics, type ExternalInterface, type LeaseChanges, type LeasedFamily, type SideState } from '../backend';
 import { Peer, PlanError, applyPlans, planPeers, programmed, readActual, type Plan } from './peers';
+import { driftOf } from './drift';
+import { KernelWatch } from '../kernel-watch';
+import type { KernelEvent } from '../../../iproute/monitor';
 import { PeerIndex } from './peer-index';
 import { Side, SidePlan, advertise, leasedSides, planSides, podMtu, publicAddresses, selfOf } from './sides';
 import { ensureVtep, removeOtherVteps } from './vtep';
@@ -59,7 +62,10 @@ export class VxlanNetwork implements Backend {
   private readonly detail: number;
   private readonly problems;
   private readonly resync: (why: string) => void;
+  private readonly ctx: BackendContext;
   private readonly metrics?: BackendMetrics;
+  /** The kernel's notifications of the VTEPs' entries, once watchKernel() started them. */
+  private watch?: KernelWatch;
   /**
    * Per VTEP, the peers the last pass programmed in full, by subnet: what a
    * changes pass plans from. Absent: not known (start, a failure): the next
@@ -76,6 +82,7 @@ export class VxlanNetwork implements Backend {
     this.detail = ctx.detail ?? 0;
     this.problems = ctx.problems;
     this.resync = ctx.resync;
+    this.ctx = ctx;
     this.metrics = ctx.metrics;
     this.plans = planSides(cfg, ext);
     this.mtu = podMtu(this.plans);
@@ -146,6 +153,37 @@ export class VxlanNetwork implements Backend {
     return this.sides.every((s) => this.programmed.has(s.spec.name));
   }
 
+  /** Each VTEP's neighbours and routes (one `ip monitor` per family) and FDB entries (one `bridge monitor`). */
+  watchKernel(): void {
+    if (this.watch || !this.sides.length) return;
+    this.watch = new KernelWatch(
+      this.sides.map((s) => s.family),
+      { neigh: true, fdb: true },
+      (e, family) => this.concerns(e, family),
+      {
+        changed: (why) => this.ctx.changed?.(why),
+        missed: (why) => this.resync(why),
+        watching: (up, why) => this.ctx.watching?.(up, why),
+      },
+    );
+    this.watch.start();
+  }
+
+  /** An event about family's VTEP, or (DirectRouting) a route into the network via a gateway elsewhere. */
+  private concerns(e: KernelEvent, family: 4 | 6): boolean {
+    const s = this.sides.find((x) => x.family === family);
+    if (!s) return false;
+    if (e.kind !== 'route') return e.dev === s.spec.name;
+    if (e.route.dev === s.spec.name) return true;
+    if (!this.direct.length || !e.route.gateway) return false;
+    const dst = IP.parse(e.route.dst.split('/')[0]);
+    return !!dst && s.pool.network.contains(dst);
+  }
+
+  stop(): void {
+    this.watch?.stop();
+  }
+
   private indexOf(s: Side): PeerIndex {
     let index = this.indexes.get(s.spec.name);
     if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex({ ...selfOf(s), ...this.addresses }, s.pool.network, new WeakMap())));
@@ -185,6 +223,16 @@ export class VxlanNetwork implements Backend {
     state.up = true;
     const index = this.indexOf(s);
     const { peers, keys, skipped } = peersToPlan(index, change, !!before, name);
+    // What the kernel reported since the last pass: a full pass reads it all; a changes pass also
+    // plans the peers whose entries were changed behind its back.
+    const seen = this.watch?.take(s.family);
+    const drift = before && seen ? driftOf(seen, before, index, name, s.pool.network, this.direct) : undefined;
+    for (const k of drift?.keys ?? []) {
+      if (keys!.has(k)) continue;
+      keys!.add(k);
+      const p = index.wanted(k);
+      if (p) peers.push(p);
+    }
     state.wanted = before ? before.size : peers.length;
     const failed = (err: unknown) => {
       // not read, or not applied at all: none of them is known to be in place
@@ -197,9 +245,10 @@ export class VxlanNetwork implements Backend {
       // "lease <subnets>: why" — one log line per lease and family until its reason changes
       for (const m of skipped) this.problems.report(`skip${s.family} ${m.split(': ')[0]}`, `ignoring ${m}`);
       // Always with the network: direct routes of a run with DirectRouting on are found (and go) when it is off.
-      plan = before
-        ? planPeers(peers, programmed([...keys!].map((k) => before.get(k)).filter((p): p is Peer => !!p), this.direct), name, s.pool.network, this.direct)
-        : planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
+      if (before) {
+        const was = programmed([...keys!].map((k) => before.get(k)).filter((p): p is Peer => !!p), this.direct);
+        plan = planPeers(peers, drift ? drift.overlay(was, keys!) : was, name, s.pool.network, this.direct);
+      } else plan = planPeers(peers, await readActual(name, undefined, s.family, s.pool.network), name, s.pool.network, this.direct);
     } catch (err) {
       failed(err);
       return nothingToFinish;

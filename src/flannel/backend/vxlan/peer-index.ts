@@ -13,7 +13,7 @@
 // So only the leases sharing a MAC or a piece of the network with a changed
 // one are looked at again.
 import type { Lease } from '../../lease';
-import type { Prefix } from '../../../net/ip';
+import { Prefix, type IP } from '../../../net/ip';
 import { SubnetClaims, nameOfLease } from '../subnet-claims';
 import { OURS, type Peer, type PeerMemo, type Self, verdict } from './peers';
 
@@ -119,6 +119,16 @@ export class PeerIndex {
   wanted(key: string): Peer | undefined {
     for (const l of this.claims.at(key)) if (!this.claims.blocker(l)) return this.disputed(l) ? undefined : this.judged.get(l);
     return undefined;
+  }
+
+  /** The subnets claimed that hold `ip` (a peer's VTEP address is its subnet's first). */
+  keysHolding(ip: IP): string[] {
+    return this.claims.overlapping(Prefix.of(ip, ip.bits));
+  }
+
+  /** The subnets of the leases advertising VTEP MAC `mac`. */
+  keysOfMac(mac: string): string[] {
+    return [...(this.byMac.get(mac) ?? [])].map((l) => this.judged.get(l)!.key!);
   }
 
   /** How many leases the index holds. */

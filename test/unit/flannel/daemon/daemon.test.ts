@@ -361,7 +361,8 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.put('10.88.5.0-24', peerValue(5, '0a:00:00:00:05:55'), 600);
     await waitFor('the new MAC', () => programmed(node, '10.88.5.0/24', '0a:00:00:00:05:55', '192.168.88.5'));
     expect(listed).not.toHaveBeenCalled();
-    const delta = changes.mock.calls.at(-1)![0];
+    // (the passes after it carry no lease: they take the kernel's reports of its commands)
+    const delta = changes.mock.calls.map((c) => c[0]).filter((d) => d.removed.length + d.added.length > 0).at(-1)!;
     expect([delta.removed.map((l) => l.attrs.vtepMAC), delta.added.map((l) => l.attrs.vtepMAC)]).toEqual([[peerMac(5)], ['0a:00:00:00:05:55']]);
     vi.restoreAllMocks();
   });
@@ -383,12 +384,52 @@ describe('the daemon (in-memory store, model of the node)', () => {
     const atStart = checks;
     expect(atStart).toBeGreaterThan(0); // the first (full) pass checks it
     store.put('10.88.3.0-24', peerValue(3), 600);
-    await waitFor('peer 3 by a changes pass', () => programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3') && passes() === 1);
+    await waitFor('peer 3 by a changes pass', () => programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3') && passes() >= 1);
     expect(checks).toBe(atStart);
     store.del('10.88.1.0-24');
     await waitFor('our lease written again', async () => (await store.list()).leases.some((l) => l.subnet?.toString() === '10.88.1.0/24'));
     expect(checks).toBeGreaterThan(atStart);
     expect(logs).toContain('lease 10.88.1.0/24 was gone in the store: written again');
+  });
+
+  it('drift is repaired as the kernel reports it, without a full pass; while a monitor is down, full passes every 10 s fill in', async () => {
+    store.put('10.88.1.0-24', peerValue(1), 600);
+    for (const n of [2, 3]) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    const metrics = new DaemonMetrics();
+    const fullPasses = () => Number(/flannel_reconcile_passes_total\{kind="full",result="ok"\} (\d+)/.exec(metrics.render())?.[1] ?? 0);
+    fakeClock();
+    await daemon({ reconcileMs: 300_000, metrics }).start();
+    const turns = async () => {
+      for (let i = 0; i < 5; i++) await vi.advanceTimersByTimeAsync(1).then(() => new Promise((r) => setImmediate(r)));
+    };
+    await turns();
+    expect(logs).toContain('running: 2 of 2 peers programmed; drift repaired as the kernel reports it, a full reconcile every 300 s');
+    node.byHand(['ip', 'route', 'del', '10.88.2.0/24', 'dev', 'flannel.1']);
+    await turns();
+    expect(programmed(node, '10.88.2.0/24', peerMac(2), '192.168.88.2')).toBe(true);
+    expect(logs).toContain('route 10.88.2.0/24 via 10.88.2.0: was missing, put back (kernel: route 10.88.2.0/24 deleted)');
+    expect(fullPasses()).toBe(1); // the start's
+    // the route monitor ends and cannot start again: no event for the next change by hand; a full pass within 10 s finds it
+    node.monitorsFail = true;
+    const ipMonitor = node.running().find((m) => m.argv[0] === 'ip')!;
+    node.endMonitor(ipMonitor);
+    expect(logs.at(-1)).toBe('not following the kernel\'s notifications: ip monitor exited (SIGKILL); starting it again in 1 s; a full reconcile every 10 s meanwhile');
+    node.byHand(['ip', 'route', 'del', '10.88.3.0/24', 'dev', 'flannel.1']);
+    await vi.advanceTimersByTimeAsync(9000); // restarts at 1, 3 and 7 s fail
+    await turns();
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(false);
+    await vi.advanceTimersByTimeAsync(1000);
+    await turns();
+    expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(true);
+    expect(fullPasses()).toBe(2);
+    // running again (the restart at 15 s): a full pass for what it missed, and the long period back
+    node.monitorsFail = false;
+    await vi.advanceTimersByTimeAsync(5000);
+    await turns();
+    expect(logs).toContain('following the kernel\'s notifications again (ip monitor running again); a full reconcile every 300 s');
+    expect(fullPasses()).toBe(3);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(fullPasses()).toBe(3);
   });
 
   it('a change seen during a full pass is applied right after that pass (by a changes pass), not at the next periodic one', async () => {
@@ -402,7 +443,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     await vi.advanceTimersByTimeAsync(10_000);
     expect(release).toBeDefined();
     store.put('10.88.3.0-24', peerValue(3), 600);
-    await vi.advanceTimersByTimeAsync(1000); // far past the 20 ms debounce: passes never overlap, so the change waits
+    await vi.advanceTimersByTimeAsync(1000); // passes never overlap, so the change waits
     expect(programmed(node, '10.88.3.0/24', peerMac(3), '192.168.88.3')).toBe(false);
     release!();
     await vi.advanceTimersByTimeAsync(50); // the full pass ends; the changes pass follows at once (the next full one is 10 s away)
@@ -507,6 +548,28 @@ describe('the daemon (in-memory store, model of the node)', () => {
     await waitFor('every peer to be programmed', () => d.ready() === undefined);
     for (const n of [2, 3, 4]) expect(programmed(node, `10.88.${n}.0/24`, peerMac(n), `192.168.88.${n}`)).toBe(true);
     expect(logs).toContain('flannel.1: every peer is programmed again');
+  });
+
+  it('a pass the kernel refused in part is retried by a full pass 10 s later (and again until it completes), not at the next --reconcile-interval', async () => {
+    for (const n of [2, 3]) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    node.failures.push({ match: `fdb replace ${peerMac(3)}`, msg: 'Error: bridge: unknown ifindex.' });
+    const metrics = new DaemonMetrics();
+    const passes = (result: string) => Number(new RegExp(`flannel_reconcile_passes_total\\{kind="full",result="${result}"\\} (\\d+)`).exec(metrics.render())?.[1] ?? 0);
+    fakeClock();
+    const d = daemon({ reconcileMs: 300_000, metrics });
+    await d.start();
+    expect(d.ready()).toBe('1 of 2 peers not programmed (10.88.3.0/24)');
+    await vi.advanceTimersByTimeAsync(9_900);
+    expect(passes('failed')).toBe(1); // the start's: nothing before 10 s
+    await vi.advanceTimersByTimeAsync(100);
+    await waitFor('the retry', () => passes('failed') === 2);
+    node.failures.length = 0;
+    await vi.advanceTimersByTimeAsync(10_000);
+    await waitFor('the second retry to program the peer', () => d.ready() === undefined);
+    expect(passes('ok')).toBe(1);
+    // complete: no more retries, the long period only
+    await vi.advanceTimersByTimeAsync(120_000);
+    expect(passes('ok') + passes('failed')).toBe(3);
   });
 
   it('the reasons carry nothing from the store or the kernel: short, one line', async () => {
