@@ -63,6 +63,16 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 }
 
 /**
+ * The text of what nodeLease reads of a kept Node (slimNode: its creation
+ * time, flannel's annotations, its pod CIDRs; the name is its key): two
+ * versions with the same text have the same lease. A kubelet's heartbeat
+ * changes none of it, so its lease is not read again.
+ */
+function leaseInput(node: KubeNode): string {
+  return JSON.stringify([node.metadata.creationTimestamp ?? null, node.metadata.annotations ?? null, node.spec ?? null]);
+}
+
+/**
  * The parts of a Node the daemon reads (its name, resourceVersion, creation
  * time, flannel's annotations, pod CIDRs): what the informer keeps of each while it reads
  * it, so that 5,000 kubelets' status (images, capacity, conditions), labels
@@ -140,8 +150,8 @@ export class KubeManager implements SubnetManager {
   /** Wake the waits for our Node (acquireLease) at its next change. */
   private readonly wakeOnOwnChange = new Set<() => void>();
   private relistCount = 0;
-  /** Per Node that is a flannel node: its lease (or why it is unusable) as last read, and its signature. */
-  private readonly leaseOf = new Map<string, { signature: string; read: LeaseRead }>();
+  /** Per Node that is a flannel node: its lease (or why it is unusable) as last read, and the text it was read from (leaseInput). */
+  private readonly leaseOf = new Map<string, { input: string; read: LeaseRead }>();
   /** The lease changes, in order: entry i is change number journalStart + i + 1 (`changes` counts them). */
   private readonly journal: { name: string; before?: LeaseRead; after?: LeaseRead }[] = [];
   private journalStart = 0;
@@ -205,21 +215,21 @@ export class KubeManager implements SubnetManager {
   private changed(c: Change<KubeNode>): void {
     const name = c.key;
     if (name === this.opts.nodeName) this.wakeOwnWaits();
-    // each Node's lease is read once per change and kept: heartbeats compare signatures, lists copy leases
-    const before = this.leaseOf.get(name)?.signature ?? '';
-    const read = c.type === 'DELETED' ? undefined : nodeLease(c.object, this.names);
-    const now = signatureOf(read);
-    if (before === now) {
-      // the same lease: the object the backends judged stays (a heartbeat, another annotation)
-      if (!read) this.leaseOf.delete(name);
+    // each Node's lease is read once per change and kept: heartbeats compare its input, lists copy leases
+    const held = this.leaseOf.get(name);
+    const input = c.type === 'DELETED' ? undefined : leaseInput(c.object);
+    if (held && held.input === input) return; // a heartbeat: the same lease
+    const read = input === undefined ? undefined : nodeLease(c.object, this.names);
+    if (signatureOf(read) === signatureOf(held?.read)) {
+      // the same lease told differently (or still none, another annotation): nothing for the backends to judge
+      if (held) held.input = input!;
       return;
     }
-    const was = this.leaseOf.get(name)?.read;
-    const entry = read ? { signature: now, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read } : undefined;
+    const entry = read ? { input: input!, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read } : undefined;
     if (entry) this.leaseOf.set(name, entry);
     else this.leaseOf.delete(name);
     this.changes++;
-    this.journal.push({ name, before: was, after: entry?.read });
+    this.journal.push({ name, before: held?.read, after: entry?.read });
     if (this.journal.length > JOURNAL_LIMIT) {
       const drop = this.journal.length - JOURNAL_LIMIT / 2;
       this.journal.splice(0, drop);

@@ -251,6 +251,29 @@ describe('KubeManager', () => {
     expect(fence.metadata.name).toBe('n5');
   });
 
+  it('a Node whose lease reads the same (heartbeats; its backend-data re-spaced) is no change; what changes the lease after it still is one', async () => {
+    await server.createNode(flannelNode('n1', 1));
+    await server.createNode(flannelNode('n2', 2));
+    const m = open({ nodeName: 'n1' });
+    await synced(m);
+    const listed = await m.listLeases();
+    const old2 = listed.leases.find((l) => l.node === 'n2')!;
+    for (const status of ['True', 'False', 'True']) await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status }] } });
+    await server.patchNode('n2', { metadata: { annotations: { [`${P}/backend-data`]: '{ "VNI": 1, "VtepMAC": "0a:00:00:00:00:02" }' } } });
+    await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'False' }] } });
+    await server.createNode(flannelNode('n5', 5));
+    await waitFor('the fence', async () => (await m.listLeases()).leases.some((l) => l.node === 'n5'));
+    const quiet = m.leaseChanges(listed.revision!)!;
+    expect(quiet.removed).toEqual([]);
+    expect(quiet.added.map((l) => l.node)).toEqual(['n5']);
+    expect((await m.listLeases()).leases.find((l) => l.node === 'n2')).toBe(old2); // the object the backends judged stays
+    await server.patchNode('n2', { metadata: { annotations: { [`${P}/backend-data`]: '{"VNI":1,"VtepMAC":"0a:00:00:00:00:22"}' } } });
+    await waitFor('the new MAC', async () => (await m.listLeases()).leases.some((l) => l.node === 'n2' && l.attrs.vtepMAC === '0a:00:00:00:00:22'));
+    const d = m.leaseChanges(quiet.revision)!;
+    expect(d.removed).toEqual([old2]);
+    expect(d.added.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n2 0a:00:00:00:00:22']);
+  });
+
   it('keeps of a peer only its name and resourceVersion once its lease is read, and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
     const kubelet = { status: { conditions: [{ type: 'Ready', status: 'True' }], images: [{ names: ['x'], sizeBytes: 1 }] } };
     await server.createNode({ ...flannelNode('n1', 1, { 'other.example.com/a': 'b' }), ...kubelet, metadata: { ...flannelNode('n1', 1).metadata, labels: { l: 'v' } } } as never);
