@@ -24,8 +24,12 @@ import { FileIo, LeaseFiles, isLeaseName, parseLeaseFile, realIo } from './lease
 const LOCK_TIMEOUT_MS = 15_000;
 /** How often a watch stats the directory itself: a file added, replaced or removed without a notification. */
 const CHECK_MS = 300;
-/** How often a watch stats every lease file: one edited in place without a notification. */
-const RESCAN_MS = 10_000;
+/**
+ * How often a watch stats every lease file: one edited in place whose notification was lost (the
+ * directory does not move then). 5,000 stats cost 30-80 ms of CPU: every 10 s that was most of an
+ * idle daemon's CPU (~1% of a core), for a case that needs two rarities at once.
+ */
+const RESCAN_MS = 30_000;
 
 export interface FileStoreOptions {
   checkMs?: number;

@@ -80,10 +80,15 @@ export class LeaseFiles {
   /** Bumped whenever a file is added, replaced or removed in the picture: a list's revision. */
   generation = 0;
 
+  /** The directory with its separator: a lease file's path is this and its name (path.join per file was an eighth of a scan's CPU). */
+  private readonly prefix: string;
+
   constructor(
     private readonly dir: string,
     readonly io: FileIo,
-  ) {}
+  ) {
+    this.prefix = join(dir, '/');
+  }
 
   /** A notification (or our own write) said `name` changed. */
   mark(name: string): void {
@@ -101,7 +106,7 @@ export class LeaseFiles {
     let changed = false;
     for (const name of names) {
       const have = this.files.get(name);
-      if (have && have.stamp === this.io.stamp(join(this.dir, name))) continue;
+      if (have && have.stamp === this.io.stamp(this.prefix + name)) continue;
       this.dirty.add(name);
       changed = true;
     }
@@ -119,7 +124,7 @@ export class LeaseFiles {
   /** Re-reads the marked files (a stat each; the text only when the stamp changed). */
   refresh(): void {
     for (const name of this.dirty) {
-      const stamp = this.io.stamp(join(this.dir, name));
+      const stamp = this.io.stamp(this.prefix + name);
       const have = this.files.get(name);
       if (stamp === undefined) {
         if (have) {
@@ -129,7 +134,7 @@ export class LeaseFiles {
         continue;
       }
       if (have?.stamp === stamp) continue;
-      this.files.set(name, { stamp, read: parseLeaseFile(name, this.io.readFile(join(this.dir, name))) });
+      this.files.set(name, { stamp, read: parseLeaseFile(name, this.io.readFile(this.prefix + name)) });
       this.generation++;
     }
     this.dirty.clear();

@@ -47,7 +47,7 @@ const PERIOD_S = Number(process.env.SCALE_PERIOD ?? 300);
 /** SCALE_CHURN=0: no changes and no 100 created/deleted before idle() (a daemon as started, for its RSS). */
 const CHURN = process.env.SCALE_CHURN !== '0';
 /** The quiet window idle CPU is measured over. */
-const QUIET_MS = Number(process.env.SCALE_QUIET_MS ?? 15_000);
+const QUIET_MS = Number(process.env.SCALE_QUIET_MS ?? 30_000); // the file store's safety scan runs every 30 s: once in it
 const P = 'flannel.alpha.coreos.com';
 // SCALE_STORE=kube-host-gw: the same Nodes with host-gw's annotations, the daemon on the host-gw backend
 // (routes via the peers' public addresses on ul0, which then holds an address of their /12)
