@@ -63,13 +63,17 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 }
 
 /**
- * The text of what nodeLease reads of a kept Node (slimNode: its creation
- * time, flannel's annotations, its pod CIDRs; the name is its key): two
- * versions with the same text have the same lease. A kubelet's heartbeat
- * changes none of it, so its lease is not read again.
+ * The text of what nodeLease reads of a Node (its creation time, flannel's
+ * annotations by name, its pod CIDRs; the name is its key), as short as the
+ * signature it stands in front of (annotation values without their long
+ * keys: this is kept per Node): two versions with the same text have the
+ * same lease. A kubelet's heartbeat changes none of it, so its lease is not
+ * read again.
  */
-function leaseInput(node: KubeNode): string {
-  return JSON.stringify([node.metadata.creationTimestamp ?? null, node.metadata.annotations ?? null, node.spec ?? null]);
+function leaseInput(node: KubeNode, names: FlannelAnnotations): string {
+  const a = node.metadata.annotations ?? {};
+  const spec = node.spec ?? {};
+  return JSON.stringify([node.metadata.creationTimestamp ?? null, spec.podCIDR ?? null, spec.podCIDRs ?? null, ...Object.values(names).map((k) => a[k] ?? null)]);
 }
 
 /**
@@ -217,7 +221,7 @@ export class KubeManager implements SubnetManager {
     if (name === this.opts.nodeName) this.wakeOwnWaits();
     // each Node's lease is read once per change and kept: heartbeats compare its input, lists copy leases
     const held = this.leaseOf.get(name);
-    const input = c.type === 'DELETED' ? undefined : leaseInput(c.object);
+    const input = c.type === 'DELETED' ? undefined : leaseInput(c.object, this.names);
     if (held && held.input === input) return; // a heartbeat: the same lease
     const read = input === undefined ? undefined : nodeLease(c.object, this.names);
     if (signatureOf(read) === signatureOf(held?.read)) {
