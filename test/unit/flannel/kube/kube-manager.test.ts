@@ -222,13 +222,19 @@ describe('KubeManager', () => {
     unwatch();
   });
 
-  it('leaseChanges(): the lease objects removed and added since a revision (a changed lease is both; heartbeats none); undefined for an unknown revision', async () => {
+  /** n1 (ours) and n2 listed; n2's lease object as listed. */
+  const twoNodesListed = async () => {
     await server.createNode(flannelNode('n1', 1));
     await server.createNode(flannelNode('n2', 2));
     const m = open({ nodeName: 'n1' });
     await synced(m);
     const listed = await m.listLeases();
     const old2 = listed.leases.find((l) => l.node === 'n2')!;
+    return { m, listed, old2 };
+  };
+
+  it('leaseChanges(): the lease objects removed and added since a revision (a changed lease is both; heartbeats none); undefined for an unknown revision', async () => {
+    const { m, listed, old2 } = await twoNodesListed();
     expect(m.leaseChanges(listed.revision!)).toEqual({ removed: [], added: [], bad: [], revision: listed.revision });
     await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'True' }] } }); // a heartbeat: the same lease object stays
     await server.patchNode('n2', { metadata: { annotations: { [`${P}/public-ip`]: '192.168.88.22' } } });
@@ -252,12 +258,7 @@ describe('KubeManager', () => {
   });
 
   it('a Node whose lease reads the same (heartbeats; its backend-data re-spaced) is no change; what changes the lease after it still is one', async () => {
-    await server.createNode(flannelNode('n1', 1));
-    await server.createNode(flannelNode('n2', 2));
-    const m = open({ nodeName: 'n1' });
-    await synced(m);
-    const listed = await m.listLeases();
-    const old2 = listed.leases.find((l) => l.node === 'n2')!;
+    const { m, listed, old2 } = await twoNodesListed();
     for (const status of ['True', 'False', 'True']) await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status }] } });
     await server.patchNode('n2', { metadata: { annotations: { [`${P}/backend-data`]: '{ "VNI": 1, "VtepMAC": "0a:00:00:00:00:02" }' } } });
     await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'False' }] } });

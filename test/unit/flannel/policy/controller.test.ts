@@ -85,9 +85,9 @@ describe('PolicyController', () => {
     await server.stop();
   });
 
-  const start = () => {
+  const start = (as: KubeClient = client) => {
     c = new PolicyController({
-      client,
+      client: as,
       nodeName: 'n1',
       families: [4],
       log: (m) => logs.push(m),
@@ -106,20 +106,12 @@ describe('PolicyController', () => {
     );
     await server.setUsers([{ name: 'fl', token: 't', role: 'flannel' }]);
     const denied = new KubeClient({ server: server.url, token: () => 't', description: 'test' });
-    c = new PolicyController({
-      client: denied,
-      nodeName: 'n1',
-      families: [4],
-      log: (m) => logs.push(m),
-      resyncMs: 50,
-      backoff: { initialMs: 10, maxMs: 20 },
-    });
-    c.start();
-    await waitFor('a 403', () => /not listed yet \(listing .*403/.test(c!.ready() ?? ''));
+    const policy = start(denied);
+    await waitFor('a 403', () => /not listed yet \(listing .*403/.test(policy.ready() ?? ''));
     expect(scripts).toEqual([]);
     expect(kernel.table?.chains.size).toBe(1); // the old table, untouched
     await server.setUsers([{ name: 'fl', token: 't', role: ['flannel', 'network-policy'] }]);
-    await waitFor('ready', () => c!.ready() === undefined);
+    await waitFor('ready', () => policy.ready() === undefined);
     expect(scripts).toHaveLength(1);
     expect(scripts[0]).toMatch(/^add table inet flannel-netpol\ndelete table inet flannel-netpol\n/);
     expect(tcp80('10.0.2.2', '10.0.1.2')).toBe('drop');
@@ -127,7 +119,7 @@ describe('PolicyController', () => {
     expect(logs).toContain(
       'network policy: set net.bridge.bridge-nf-call-iptables=1, so that traffic between two pods of this node meets the table',
     );
-    await c.stop();
+    await policy.stop();
     c = undefined;
     denied.close();
   });
