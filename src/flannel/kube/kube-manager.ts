@@ -73,7 +73,7 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 function leaseInput(node: KubeNode, names: FlannelAnnotations): string {
   const a = node.metadata.annotations ?? {};
   const spec = node.spec ?? {};
-  return JSON.stringify([node.metadata.creationTimestamp ?? null, spec.podCIDR ?? null, spec.podCIDRs ?? null, ...Object.values(names).map((k) => a[k] ?? null)]);
+  return JSON.stringify([node.metadata.creationTimestamp ?? null, spec.podCIDR ?? null, spec.podCIDRs ?? null, ...annotationList(names).map((k) => a[k] ?? null)]);
 }
 
 /**
@@ -86,31 +86,35 @@ function leaseInput(node: KubeNode, names: FlannelAnnotations): string {
  * a lease.
  */
 export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
+  // Built field by field, without spreads: this runs for every event of the watch (kubelets' heartbeats).
   const meta: Record<string, unknown> = isObject(node.metadata) ? node.metadata : {};
-  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
-  const name = text(meta.name) ?? '';
-  const uid = text(meta.uid);
-  const resourceVersion = text(meta.resourceVersion);
-  const creationTimestamp = text(meta.creationTimestamp);
-  let annotations: Record<string, string> | undefined;
+  const metadata: KubeNode['metadata'] = { name: typeof meta.name === 'string' ? meta.name : '' };
+  if (typeof meta.uid === 'string' && meta.uid) metadata.uid = meta.uid;
+  if (typeof meta.resourceVersion === 'string' && meta.resourceVersion) metadata.resourceVersion = meta.resourceVersion;
+  if (typeof meta.creationTimestamp === 'string' && meta.creationTimestamp) metadata.creationTimestamp = meta.creationTimestamp;
   if (isObject(meta.annotations)) {
     const all = meta.annotations;
-    annotations = {};
-    for (const k of names ? Object.values(names) : Object.keys(all)) if (typeof all[k] === 'string') annotations[k] = all[k];
+    const annotations: Record<string, string> = {};
+    for (const k of names ? annotationList(names) : Object.keys(all)) if (typeof all[k] === 'string') annotations[k] = all[k];
+    metadata.annotations = annotations;
   }
-  const spec: Record<string, unknown> | undefined = isObject(node.spec) ? node.spec : undefined;
-  const podCIDR = text(spec?.podCIDR);
-  const podCIDRs = Array.isArray(spec?.podCIDRs) ? spec.podCIDRs.filter((c): c is string => typeof c === 'string') : undefined;
-  return {
-    metadata: {
-      name,
-      ...(uid ? { uid } : {}),
-      ...(resourceVersion ? { resourceVersion } : {}),
-      ...(creationTimestamp ? { creationTimestamp } : {}),
-      ...(annotations ? { annotations } : {}),
-    },
-    ...(spec ? { spec: { ...(podCIDR !== undefined ? { podCIDR } : {}), ...(podCIDRs ? { podCIDRs } : {}) } } : {}),
-  };
+  const slim: KubeNode = { metadata };
+  if (isObject(node.spec)) {
+    const { podCIDR, podCIDRs } = node.spec;
+    const spec: NonNullable<KubeNode['spec']> = {};
+    if (typeof podCIDR === 'string') spec.podCIDR = podCIDR;
+    if (Array.isArray(podCIDRs)) spec.podCIDRs = podCIDRs.filter((c): c is string => typeof c === 'string');
+    slim.spec = spec;
+  }
+  return slim;
+}
+
+/** flannel's annotation names as a list, made once per set of names (slimNode and leaseInput run per event). */
+const annotationLists = new WeakMap<FlannelAnnotations, readonly string[]>();
+function annotationList(names: FlannelAnnotations): readonly string[] {
+  let list = annotationLists.get(names);
+  if (!list) annotationLists.set(names, (list = Object.values(names)));
+  return list;
 }
 
 /** Whether `outer` holds all of `inner` (flanneld's containsCIDR). */

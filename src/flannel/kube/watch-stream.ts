@@ -52,10 +52,16 @@ export class LineSplitter {
     const lines: string[] = [];
     let start = 0;
     for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, start)) {
-      this.add(chunk.subarray(start, nl));
-      lines.push(Buffer.concat(this.partial, this.partialBytes).toString('utf8'));
-      this.partial = [];
-      this.partialBytes = 0;
+      if (this.partialBytes === 0) {
+        // A line that came whole in this chunk (a watch event, usually) is decoded where it lies: no copy.
+        if (nl - start > this.maxLineBytes) this.add(chunk.subarray(start, nl)); // throws
+        lines.push(chunk.toString('utf8', start, nl));
+      } else {
+        this.add(chunk.subarray(start, nl));
+        lines.push(Buffer.concat(this.partial, this.partialBytes).toString('utf8'));
+        this.partial = [];
+        this.partialBytes = 0;
+      }
       start = nl + 1;
     }
     if (start < chunk.length) this.add(chunk.subarray(start));

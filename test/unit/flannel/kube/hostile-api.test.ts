@@ -30,6 +30,16 @@ describe('a watch line', () => {
     expect(s.pending).toBe(false);
   });
 
+  it('is cut whole from one chunk holding several lines, and the rest kept for the next', () => {
+    const s = new LineSplitter(1024);
+    expect(s.push(Buffer.from('{"a":"é"}\n{"b":"日本"}\n{"c"'))).toEqual(['{"a":"é"}', '{"b":"日本"}']);
+    expect(s.push(Buffer.from(':1}\n{"d":2}\n'))).toEqual(['{"c":1}', '{"d":2}']);
+    expect(s.pending).toBe(false);
+    // exactly at the limit is a line; one byte more is not, whole in its chunk or not
+    expect(new LineSplitter(10).push(Buffer.from(`${'x'.repeat(10)}\n`))).toEqual(['x'.repeat(10)]);
+    expect(() => new LineSplitter(10).push(Buffer.from(`${'x'.repeat(11)}\n`))).toThrow('a line longer than 0 MiB (the limit)');
+  });
+
   it('may not grow past its limit, in one chunk or in many', () => {
     expect(() => new LineSplitter(10).push(Buffer.from('x'.repeat(11)))).toThrow('a line longer than 0 MiB (the limit)');
     const s = new LineSplitter(MiB);
