@@ -4,9 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../support/ports';
 import { DaemonHandle, ETCD_IP, FLANNEL, Host, NETWORK, Pod, Topology, sleep, printDaemonLogsOnFailure } from './flannel-topology';
 import { waitFor, waitAndReport } from '../support/wait';
 import { memoryHolds, runIn, sh } from './helpers';
@@ -509,17 +509,6 @@ describe('Backend.DirectRouting (flanneld\'s): peers on the same underlay subnet
     expect(await topo.stopDaemon(d11!)).toBe(0);
   });
 });
-
-/** A TCP port free on the loopback right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer().once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 // The lease store contract every store meets (MemStore and FileStore in the unit tests), here on
 // EtcdStore against a real etcd. The store runs in this test process, which cannot enter a network

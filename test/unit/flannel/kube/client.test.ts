@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, Server, Socket } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../../../support/ports';
 import { KubeConfigError, KubeConnection, loadKubeConnection, verificationWarning } from '../../../../src/flannel/kube/config';
 import { KubeApiError, KubeClient } from '../../../../src/flannel/kube/client';
 import { annotationNames, ownNodePatch } from '../../../../src/flannel/kube/annotations';
@@ -279,17 +280,6 @@ describe('the Kubernetes client', () => {
     });
   });
 });
-
-/** The error `p` rejects with; fails the test when it does not. */
-
-/** A port nothing listens on (just closed). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** A TCP server that accepts and never answers. */
 async function silentServer(): Promise<{ port: number; close: () => void }> {

@@ -5,12 +5,12 @@
 // or a history that moved on) with the difference reported, bookmarks moving
 // the resourceVersion on, bounded backoff while the server is away.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createServer } from 'node:net';
 import { KubeClient } from '../../../../src/flannel/kube/client';
 import { Change, Informer } from '../../../../src/flannel/kube/informer';
 import { NODES, PODS, type KubeObject } from '../../../../src/flannel/kube/resource';
 import type { KubeNode } from '../../../../src/flannel/kube/node';
 import { KubeApiServer, RequestRecord, startKubeApiServer } from '../../../support/kube-apiserver';
+import { freePort } from '../../../support/ports';
 import { waitFor } from '../../../support/wait';
 
 const node = (name: string) => ({ metadata: { name, annotations: { 'flannel.alpha.coreos.com/kube-subnet-manager': 'true' } }, spec: { podCIDR: '10.244.1.0/24' } });
@@ -182,7 +182,7 @@ describe('the informer, on Nodes', () => {
   });
 
   it('retries a server that is away with a bounded backoff, reporting each failure, and stops when asked', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const away = new KubeClient({ server: `http://127.0.0.1:${port}`, description: 'test' });
     const times: number[] = [];
     const failures: string[] = [];
@@ -237,14 +237,6 @@ describe('the informer, on Nodes', () => {
     watch = undefined;
   });
 });
-
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe('the informer, on a namespaced collection (Pods)', () => {
   let server: KubeApiServer;
