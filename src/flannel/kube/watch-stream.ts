@@ -78,7 +78,7 @@ export class LineSplitter {
       throw new Error(`a line longer than ${mib(this.maxLineBytes)} (the limit)`);
     }
     if (piece.length) {
-      this.partial.push(piece);
+      this.partial.push(Buffer.from(piece)); // a copy: the chunk's buffer is reused by the next read
       this.partialBytes += piece.length;
     }
   }

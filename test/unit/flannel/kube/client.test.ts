@@ -19,6 +19,8 @@ import { TestCA } from '../../../support/pki';
 import { kubeconfigYaml } from '../../../support/kubeconfig';
 import { tempDir } from '../../../integration/helpers';
 import { rejected } from '../../../support/expect';
+import { waitFor } from '../../../support/wait';
+import { PODS } from '../../../../src/flannel/kube/resource';
 
 const FLANNEL_USER = 'system:serviceaccount:kube-flannel:flannel';
 
@@ -236,6 +238,59 @@ describe('the Kubernetes client', () => {
       } finally {
         silent.close();
       }
+    });
+  });
+
+  describe('a watch, on its own connection', () => {
+    /** Watches Nodes from now; the events as "TYPE name". */
+    const watchFromNow = async (c: KubeClient) => {
+      const events: string[] = [];
+      const handle = c.watchNodes((await c.listNodes()).resourceVersion, (e) => events.push(`${e.type} ${e.object.metadata.name}`), 60);
+      return { events, handle };
+    };
+    const lastWatch = async (s: KubeApiServer) => (await s.requests()).filter((r) => r.query.watch === '1').at(-1);
+
+    it('over TLS: with a client certificate, with a token and tls-server-name, and to an IPv6 server', async () => {
+      const user = ca.client('system:node:n1');
+      const cases: [KubeApiServer, KubeConnection, string][] = [
+        [server, { server: server.url, ca: Buffer.from(ca.caPem), cert: Buffer.from(user.certPem), key: Buffer.from(user.keyPem), description: 'cert' }, 'system:node:n1'],
+        [server, { server: server.url, ca: Buffer.from(ca.caPem), tlsServerName: 'localhost', token: () => 'admin-token', description: 'sni' }, 'admin'],
+        [server6, { server: server6.url, ca: Buffer.from(ca.caPem), token: () => 'admin-token', description: 'v6' }, 'admin'],
+      ];
+      for (const [i, [s, conn, who]] of cases.entries()) {
+        const { events, handle } = await watchFromNow(client(conn, { userAgent: 'watch-test' }));
+        await waitFor('the watch to open', async () => (await s.openWatches()) === 1);
+        await s.createNode({ metadata: { name: `w${i}` } });
+        await waitFor(`the event of w${i}`, () => events.length === 1);
+        expect(events).toEqual([`ADDED w${i}`]);
+        expect(await lastWatch(s)).toMatchObject({ method: 'GET', path: '/api/v1/nodes', user: who, accept: 'application/json', userAgent: 'watch-test', status: 200 });
+        handle.stop();
+        await handle.done; // resolves: stopped
+        await waitFor('the watch to close', async () => (await s.openWatches()) === 0);
+        await s.deleteNode(`w${i}`);
+      }
+    });
+
+    it('refuses a server the CA did not sign, or whose certificate is not for tls-server-name, naming the URL', async () => {
+      const wrongCA = client({ server: server.url, ca: Buffer.from(otherCA.caPem), caSource: otherCA.caFile, token: () => 'admin-token', description: 'test' });
+      let err = await rejected(KubeApiError, wrongCA.watchNodes('1', () => {}, 60).done);
+      expect(err.message).toMatch(new RegExp(`^GET ${server.url}/api/v1/nodes\\?watch=1&.*: TLS: the server's certificate is not trusted \\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN).*checked against the CA in ${otherCA.caFile}\\)$`));
+      const wrongName = client({ server: server.url, ca: Buffer.from(ca.caPem), tlsServerName: 'other.example', token: () => 'admin-token', description: 'test' });
+      err = await rejected(KubeApiError, wrongName.watchNodes('1', () => {}, 60).done);
+      expect(err.message).toMatch(/: TLS: the server's certificate is not trusted \(ERR_TLS_CERT_ALTNAME_INVALID: .*other\.example/);
+      expect(await server.openWatches()).toBe(0);
+    });
+
+    it('names the status and reason of a watch refused (RBAC), and never sends a token that is not one header line', async () => {
+      const flannel = client({ server: server.url, ca: Buffer.from(ca.caPem), token: () => 'sa-token-1', description: 'test' });
+      const err = await rejected(KubeApiError, flannel.watch(PODS, '1', () => {}, 60).done);
+      expect([err.status, err.reason]).toEqual([403, 'Forbidden']);
+      expect(err.message).toMatch(/^GET https:\/\/127\.0\.0\.1:\d+\/api\/v1\/pods\?watch=1.*: 403 Forbidden: pods is forbidden: User "system:serviceaccount:kube-flannel:flannel" cannot watch resource "pods"/);
+      await server.clearRequests();
+      const smuggler = client({ server: server.url, ca: Buffer.from(ca.caPem), token: () => 'admin-token\r\nX-Injected: 1', description: 'test' });
+      const refused = await rejected(KubeApiError, smuggler.watchNodes('1', () => {}, 60).done);
+      expect(refused.message).toBe(`GET ${server.url}/api/v1/nodes?watch=1&allowWatchBookmarks=true&resourceVersion=1&timeoutSeconds=60: the Authorization header would hold a character a header cannot carry`);
+      expect(await server.requests()).toEqual([]);
     });
   });
 
