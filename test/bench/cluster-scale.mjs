@@ -50,7 +50,7 @@ if (kube.length) {
     ['N Nodes', 'all peers programmed', 'kernel floor', 'ratio', 'VtepMAC changed', 'PublicIP changed', 'podCIDR changed', 'annotations removed', 'deleted', '100 created', 'CPU/new Node', '100 deleted', 'RSS', 'heartbeats (CPU)', 'idle CPU', 'full pass', 'drift repaired'],
     ...kube.map((r) => [
       `${r.n}${r.store === 'kube' ? '' : ' host-gw'}`, s(r.start), s(r.floor), `${(r.start / r.floor).toFixed(1)}x`, ch(r.mac), ch(r.ip), ch(r.cidr), ch(r.unannotated), ch(r.deleted),
-      s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), rss(r), `${r.heartbeatCpu.toFixed(1)}% of a core${r.heartbeatFloorCpu === undefined ? '' : ` (a bare Node watching: ${r.heartbeatFloorCpu.toFixed(1)}%)`}`, idle(r), fullPass(r), drift(r),
+      s(r.created), `${r.cpuPerNew.toFixed(1)} ms`, s(r.deleted100), rss(r), `${r.heartbeatCpu.toFixed(1)}% of a core${r.heartbeatFloorCpu === undefined ? '' : ` (a bare Node watching: ${r.heartbeatFloorCpu.toFixed(1)}%)`}${r.heartbeatCatchUpMs === undefined ? '' : `, caught up ${r.heartbeatCatchUpMs.toFixed(0)} ms after the last`}`, idle(r), fullPass(r), drift(r),
     ]),
   ]);
 }
