@@ -13,10 +13,12 @@ export const DAEMON_V8_FLAGS = [
   // glibc's tunables (boot/malloc-tunables.ts) ~90 MiB at 5,000 Nodes from the start on, a peak of
   // ~100, for ~60-100 ms more garbage collection while the Nodes are read ("Memory at 5,000 Nodes").
   '--optimize-for-size',
-  // No TurboFan: Maglev alone optimizes the hot code. TurboFan's own code (read from the executable
-  // as it runs) and what it compiles cost ~9 MiB at 5,000 Nodes, for no CPU or start-up measurable
-  // here (heartbeats 8.5% against 8.8% of a core, all peers in 1.38 against 1.40 s; "Footprint").
+  // No optimizing compiler: the interpreter and Sparkplug's baseline code run everything. TurboFan's
+  // and Maglev's own code (read from the executable as they run) and what they compile cost ~9 MiB
+  // (TurboFan) and 6-7 MiB more (Maglev) at 5,000 Nodes, for no start-up measurable here and a few
+  // tenths of a point of a core during heartbeats (3.7% against 3.4%; "Footprint").
   '--no-turbofan',
+  '--no-maglev',
 ] as const;
 
 export function setDaemonV8Flags(): void {
