@@ -11,12 +11,15 @@
 // dependency table (measured: bundle size, load time and memory for load +
 // list + watch).
 import http from 'node:http';
-import https from 'node:https';
+import type https from 'node:https';
 import type { KubeConnection } from './config';
 import type { KubeNode, NodeList } from './node';
 import { NODES, type KubeObject, type ObjectList, type Resource, type WatchEvent } from './resource';
 import { streamingGet, type StreamingGetOptions } from './streaming-get';
 import { CheckedEvent, LineSplitter, isObject, mib, parseWatchEvent } from './watch-stream';
+
+/** node:https, required for an https:// server only: loading TLS costs ~4 MiB of memory (OpenSSL's). */
+const httpsModule = (): typeof https => require('node:https');
 
 /** A request that failed: the message names the method, the URL and the HTTP status (or the network error). */
 export class KubeApiError extends Error {
@@ -114,7 +117,7 @@ export class KubeClient {
     this.maxWatchLineBytes = opts.maxWatchLineBytes ?? MAX_WATCH_LINE_BYTES;
     this.watchReadIntervalMs = opts.watchReadIntervalMs ?? WATCH_READ_INTERVAL_MS;
     this.tls = { ca: conn.ca, cert: conn.cert, key: conn.key, rejectUnauthorized: !conn.insecureSkipTLSVerify, servername: conn.tlsServerName };
-    this.agent = conn.server.startsWith('https:') ? new https.Agent({ keepAlive: true, ...this.tls }) : new http.Agent({ keepAlive: true });
+    this.agent = conn.server.startsWith('https:') ? new (httpsModule().Agent)({ keepAlive: true, ...this.tls }) : new http.Agent({ keepAlive: true });
   }
 
   /** The API's base URL. */
@@ -285,7 +288,7 @@ export class KubeClient {
     const url = this.conn.server + path;
     const headers = this.headers();
     if (body) Object.assign(headers, { 'Content-Type': body.type, 'Content-Length': String(Buffer.byteLength(body.text)) });
-    const request = url.startsWith('https:') ? https.request : http.request;
+    const request = url.startsWith('https:') ? httpsModule().request : http.request;
     return { req: request(url, { method, headers, agent: this.agent }), url };
   }
 

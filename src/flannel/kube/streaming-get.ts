@@ -11,7 +11,7 @@
 //   is never held back; only one that follows another within the interval is,
 //   and by less than the interval.
 import net from 'node:net';
-import tls from 'node:tls';
+import type tls from 'node:tls';
 import { ResponseDecoder } from './http1-response';
 
 export interface StreamingGetOptions {
@@ -78,9 +78,10 @@ export function streamingGet(opts: StreamingGetOptions, on: StreamingGetHandlers
   // returning false stops reading from the kernel until resume(). (A paused stream
   // would go on reading into its own buffer and hand the reads over one by one.)
   const onread = { buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES), callback: (n: number, buffer: Buffer) => onRead(buffer.subarray(0, n)) };
+  // node:tls only for https: (loading TLS costs ~4 MiB of memory, OpenSSL's)
   const socket: net.Socket =
     url.protocol === 'https:'
-      ? tls.connect({ host, port, ...opts.tls, servername: opts.tls?.servername ?? (net.isIP(host) ? undefined : host), onread } as tls.ConnectionOptions) // onread: in tls.connect's docs, not its types
+      ? (require('node:tls') as typeof tls).connect({ host, port, ...opts.tls, servername: opts.tls?.servername ?? (net.isIP(host) ? undefined : host), onread } as tls.ConnectionOptions) // onread: in tls.connect's docs, not its types
       : net.connect({ host, port, onread });
   socket.setTimeout(opts.idleMs, () => {
     if (over) return;

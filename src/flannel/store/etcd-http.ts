@@ -15,7 +15,10 @@
 // is not trusted with our memory.
 import { EventEmitter } from 'node:events';
 import http from 'node:http';
-import https from 'node:https';
+import type https from 'node:https';
+
+/** node:https, required for https:// endpoints only: loading TLS costs ~4 MiB of memory (OpenSSL's). */
+const httpsModule = (): typeof https => require('node:https');
 
 /** A key and value as a range read or a watch event gives them. */
 export interface Kv {
@@ -105,7 +108,7 @@ export class EtcdHttp {
 
   constructor(private readonly o: EtcdHttpOptions) {
     const secure = o.endpoints.some((e) => e.startsWith('https:'));
-    this.agent = secure ? new https.Agent({ keepAlive: true, ca: o.tls?.ca ?? systemRoots(), cert: o.tls?.cert, key: o.tls?.key }) : new http.Agent({ keepAlive: true });
+    this.agent = secure ? new (httpsModule().Agent)({ keepAlive: true, ca: o.tls?.ca ?? systemRoots(), cert: o.tls?.cert, key: o.tls?.key }) : new http.Agent({ keepAlive: true });
   }
 
   /** The endpoints, for messages. */
@@ -181,7 +184,7 @@ export class EtcdHttp {
   /** A POST; `timeoutMs` 0: none (a watch stream is quiet for as long as nothing changes). */
   private request(endpoint: string, path: string, onResponse: (res: http.IncomingMessage) => void, timeoutMs = this.o.timeoutMs): http.ClientRequest {
     const url = new URL(path, endpoint);
-    const lib = url.protocol === 'https:' ? https : http;
+    const lib = url.protocol === 'https:' ? httpsModule() : http;
     const req = lib.request(url, {
       method: 'POST',
       agent: this.agent,
