@@ -1,7 +1,7 @@
 // Shared bench helpers: timing a child process, medians, the report table, and
 // the stand-in API server the daemon's benches run against.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,15 +42,34 @@ export function table(rows) {
 }
 
 /**
+ * A throwaway CA in `dir` and a certificate it signed for 127.0.0.1 (openssl, argv only; EC P-256):
+ * { caFile, cert, key } (the CA's path, the server's PEM texts).
+ */
+export function serverCertificate(dir) {
+  const f = (name) => join(dir, name);
+  const openssl = (...args) => {
+    const r = spawnSync('openssl', args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
+  };
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl('req', '-x509', ...ec, '-keyout', f('ca-key.pem'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=cni-ts-bench-ca');
+  openssl('req', ...ec, '-keyout', f('api-key.pem'), '-out', f('api.csr'), '-subj', '/CN=kube-apiserver');
+  writeFileSync(f('api.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  openssl('x509', '-req', '-in', f('api.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca-key.pem'), '-CAcreateserial', '-out', f('api.pem'), '-days', '2', '-extfile', f('api.ext'));
+  return { caFile: f('ca.pem'), cert: readFileSync(f('api.pem'), 'utf8'), key: readFileSync(f('api-key.pem'), 'utf8') };
+}
+
+/**
  * The stand-in API server (test/support/kube-apiserver.ts) on 127.0.0.1, built
  * into `dir`, run as `[...prefix, node, ...nodeArgs, bundle]` (prefix: e.g.
- * nsenter into a namespace); its hooks called over its control socket.
+ * nsenter into a namespace); its hooks called over its control socket. `tls`:
+ * serve HTTPS with this certificate and key (PEM texts), as a real API server does.
  */
-export async function startStandIn(dir, { prefix = [], nodeArgs = [], historyLimit = 20000 } = {}) {
+export async function startStandIn(dir, { prefix = [], nodeArgs = [], historyLimit = 20000, tls } = {}) {
   const bundle = join(dir, 'kube-apiserver.mjs');
   if (!existsSync(bundle)) await build({ entryPoints: [join(root, 'test/support/kube-apiserver-main.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile: bundle, logLevel: 'warning' });
   const controlSocket = join(dir, 'control.sock');
-  writeFileSync(join(dir, 'api.json'), JSON.stringify({ host: '127.0.0.1', controlSocket, historyLimit }));
+  writeFileSync(join(dir, 'api.json'), JSON.stringify({ host: '127.0.0.1', controlSocket, historyLimit, ...(tls ? { tls } : {}) }));
   const argv = [...prefix, process.execPath, ...nodeArgs, bundle, join(dir, 'api.json')];
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((res, rej) => {

@@ -28,10 +28,11 @@
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, openSync, readSync, readdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { median, startStandIn } from '../lib.mjs';
+import { median, serverCertificate, startStandIn } from '../lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../../..');
@@ -102,8 +103,10 @@ function heartbeatStatus(tick) {
 }
 
 // --- the stand-in API server, in the namespace ---
+// Over HTTPS, as every real API server (and so the daemon loads TLS, as it does in a cluster)
 function startApi(dir) {
-  return startStandIn(dir, { prefix: ['nsenter', `--net=${NETNS}`, '--'] });
+  const { caFile, cert, key } = serverCertificate(dir);
+  return startStandIn(dir, { prefix: ['nsenter', `--net=${NETNS}`, '--'], tls: { cert, key } }).then((api) => ({ ...api, caFile }));
 }
 
 /** Runs `fn(i)` for each i with `width` at a time. */
@@ -170,11 +173,11 @@ const daemonV8Flags = () => [...readFileSync(join(root, 'src/flannel/daemon/v8-f
  * with the daemon's V8 flags, in the namespace, told to expect `n` events. Resolves once its watch
  * is open; received() waits until the n came, stop() ends it.
  */
-async function startWatchFloor(apiUrl, n) {
+async function startWatchFloor(apiUrl, caFile, n) {
   if (!existsSync(EMBEDDED_NODE)) throw new Error(`${EMBEDDED_NODE} is missing: run \`make standalone\``);
   const flags = daemonV8Flags();
   if (flags.length === 0) throw new Error('no V8 flags found in src/flannel/daemon/v8-flags.ts');
-  const child = spawn('nsenter', [`--net=${NETNS}`, '--', EMBEDDED_NODE, ...flags, join(here, 'watch-floor.mjs'), apiUrl, String(n)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('nsenter', [`--net=${NETNS}`, '--', EMBEDDED_NODE, ...flags, join(here, 'watch-floor.mjs'), apiUrl, String(n), caFile], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (b) => (stderr += b));
@@ -426,7 +429,7 @@ async function benchKube(n, dir) {
     // made one: a real API server answers from a warm watch cache, not a freshly started process.
     for (let token = ''; ; ) {
       const page = await new Promise((res, rej) =>
-        http.get(`${api.url}/api/v1/nodes?limit=500${token ? `&continue=${encodeURIComponent(token)}` : ''}`, (r) => {
+        https.get(`${api.url}/api/v1/nodes?limit=500${token ? `&continue=${encodeURIComponent(token)}` : ''}`, { ca: readFileSync(api.caFile) }, (r) => {
           let body = '';
           r.setEncoding('utf8');
           r.on('data', (c) => (body += c));
@@ -435,7 +438,7 @@ async function benchKube(n, dir) {
       );
       if (!(token = page.metadata.continue)) break;
     }
-    writeFileSync(join(dir, 'kubeconfig'), `apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: "${api.url}"\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n`);
+    writeFileSync(join(dir, 'kubeconfig'), `apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: "${api.url}"\n    certificate-authority: "${api.caFile}"\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n`);
     writeFileSync(join(dir, 'net-conf.json'), BACKEND === 'vxlan' ? NET_CONF : NET_CONF.replace('"vxlan"', '"host-gw"'));
     // start-up: the median of STARTS starts, each on a fresh VTEP, beside the median of as many floors
     const starts = [];
@@ -498,7 +501,7 @@ async function benchKube(n, dir) {
 
     // heartbeats: every Node's status rewritten once in 10 s, for 10 s
     const names = all.filter((i) => i % 7 > 4 || i > 7 * REPEAT + 7);
-    const floorWatch = await startWatchFloor(api.url, names.length);
+    const floorWatch = await startWatchFloor(api.url, api.caFile, names.length);
     const f0 = cpuTicks(floorWatch.pid);
     c0 = cpuTicks(d.pid);
     t = process.hrtime.bigint();
