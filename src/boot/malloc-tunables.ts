@@ -10,15 +10,16 @@
 // gives back, and it makes a heap per thread (8 per core) for V8's and libuv's
 // threads. Measured at 5,000 Nodes (A/B, both with V8's --optimize-for-size):
 // 89-91 MiB RSS, 40-42 of it anonymous, against 105-106 (56-57) without them
-// (docs/speed.md, "Memory at 5,000 Nodes"; the threshold lowered to 64 KiB:
-// "The main heap's 64 KiB reads").
+// (docs/speed.md, "Memory at 5,000 Nodes"; the threshold lowered to 64, then 16 KiB:
+// "The main heap's 64 KiB reads", "TLS's buffers").
 
 /** The tunables the daemon starts with, unless the operator's GLIBC_TUNABLES sets them already. */
 export const DAEMON_MALLOC_TUNABLES: Readonly<Record<string, string>> = {
-  // fixed: blocks of 64 KiB and more are mapped alone and unmapped when freed. 64, not
-  // 128: glibc's main heap held 9-11 MiB at 5,000 Nodes with 128, 5 with 64 (Node reads a
-  // socket or a pipe into a 64 KiB block, then shrinks it to what came: the likely cause)
-  'glibc.malloc.mmap_threshold': '65536',
+  // fixed: blocks of 16 KiB and more are mapped alone and unmapped when freed. At 5,000 Nodes
+  // glibc's main heap held 9-11 MiB with 128 KiB (Node reads a socket or a pipe into a 64 KiB
+  // block, then shrinks it to what came), ~5 with 64 KiB, and 11.5 again over TLS (OpenSSL's
+  // and Node's TLS buffers of 16-18 KiB, taken and given back as records come): 4.3 with 16
+  'glibc.malloc.mmap_threshold': '16384',
   'glibc.malloc.arena_max': '2',
 };
 

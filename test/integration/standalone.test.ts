@@ -143,7 +143,7 @@ describe('kube-flannel\'s "type": "flannel" network through libcni, standalone, 
     // (glibc parses GLIBC_TUNABLES in place: /proc shows its ':' as NUL, one tunable per entry.)
     const environ = readFileSync(`/proc/${daemon.pid}/environ`, 'utf8').split('\0');
     const at = environ.findIndex((v) => v.startsWith('GLIBC_TUNABLES='));
-    expect(environ.slice(at, at + 2)).toEqual([`GLIBC_TUNABLES=${tunables}`, 'glibc.malloc.mmap_threshold=65536']);
+    expect(environ.slice(at, at + 2)).toEqual([`GLIBC_TUNABLES=${tunables}`, 'glibc.malloc.mmap_threshold=16384']);
     // the operator CLI is an asset read when the daemon starts; its etcd chunk (etcd-http.ts) was never compiled
     expect(memoryHolds(daemon.pid!, 'kube-subnet-mgr')).toBe(true);
     for (const marker of ['/v3/kv/range', 'create_request']) expect(memoryHolds(daemon.pid!, marker), marker).toBe(false);

@@ -3,12 +3,12 @@ import { startsDaemon, withDaemonTunables } from '../../../src/boot/malloc-tunab
 
 describe('withDaemonTunables', () => {
   it('gives every tunable of ours when none is set', () => {
-    expect(withDaemonTunables(undefined)).toBe('glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=2');
-    expect(withDaemonTunables('')).toBe('glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=2');
+    expect(withDaemonTunables(undefined)).toBe('glibc.malloc.mmap_threshold=16384:glibc.malloc.arena_max=2');
+    expect(withDaemonTunables('')).toBe('glibc.malloc.mmap_threshold=16384:glibc.malloc.arena_max=2');
   });
 
   it("keeps the operator's tunables and values, adding only ours that are missing", () => {
-    expect(withDaemonTunables('glibc.malloc.arena_max=4')).toBe('glibc.malloc.arena_max=4:glibc.malloc.mmap_threshold=65536');
+    expect(withDaemonTunables('glibc.malloc.arena_max=4')).toBe('glibc.malloc.arena_max=4:glibc.malloc.mmap_threshold=16384');
     expect(withDaemonTunables('glibc.malloc.check=3:glibc.malloc.mmap_threshold=262144')).toBe('glibc.malloc.check=3:glibc.malloc.mmap_threshold=262144:glibc.malloc.arena_max=2');
   });
 
