@@ -189,6 +189,8 @@ export interface SubnetManager {
    * cluster; undefined when the source cannot tell (too far behind): the
    * daemon lists then. Optional. Kube: the informer's journal of lease
    * changes; the stores: a list from memory compared with the last one.
+   * Either may forget what lies before `revision` once asked from it (one
+   * reader, the daemon, which asks from the revision it was given last).
    */
   leaseChanges?(revision: string): LeaseDelta | undefined | Promise<LeaseDelta | undefined>;
   /** How often the source was listed again in full because its watch fell behind (kube: 410 Gone), for /metrics. */

@@ -215,6 +215,10 @@ export class KubeManager implements SubnetManager {
   start(): void {
     void this.watch.start().then(() => {
       this.synced = true;
+      // The first list's leases are no change anyone asks for (no revision is handed out before
+      // now): journaled, they would hold an entry per Node for as long as the journal lasts.
+      this.journalStart = this.changes;
+      this.journal.length = 0;
       this.firstTried?.();
       this.wakeOwnWaits();
     });
@@ -381,6 +385,11 @@ export class KubeManager implements SubnetManager {
   leaseChanges(revision: string): LeaseDelta | undefined {
     const from = Number(revision);
     if (!this.synced || !Number.isSafeInteger(from) || from < this.journalStart || from > this.changes) return undefined;
+    // The daemon, the one reader, asks from the revision it was given last: what lies before `from`
+    // is never asked for again (a revision older still gets undefined: the reader lists), so the
+    // journal does not hold the leases changes replaced for thousands of changes.
+    this.journal.splice(0, from - this.journalStart);
+    this.journalStart = from;
     const delta: LeaseDelta = { removed: [], added: [], bad: [], revision: String(this.changes) };
     const removed = new Set<Lease>();
     const added = new Set<Lease>();

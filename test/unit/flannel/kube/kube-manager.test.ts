@@ -253,7 +253,11 @@ describe('KubeManager', () => {
     expect(d.revision).toBe(now.revision);
     expect(now.leases.find((l) => l.node === 'n2')).toBe(d.added[0]);
     expect(m.leaseChanges(d.revision)).toMatchObject({ removed: [], added: [] });
+    // asked from d.revision, the journal forgot what came before it (the reader is past it)
+    expect(m.leaseChanges(listed.revision!)).toBeUndefined();
     expect(m.leaseChanges('999999')).toBeUndefined();
+    // the first list is not journaled (no revision before it was handed out): a reader from before it lists
+    expect(m.leaseChanges('0')).toBeUndefined();
     expect(fence.metadata.name).toBe('n5');
   });
 
