@@ -7,6 +7,7 @@
 // one this daemon saw first. The other is not programmed, and says why,
 // until the established one goes.
 import { Prefix } from '../../net/ip';
+import { MultiMap } from '../../util/multi-map';
 import { describeSubnets, type Lease } from '../lease';
 
 interface Claim {
@@ -27,7 +28,7 @@ export const nameOfLease = (l: Lease) => `lease ${describeSubnets(l)}${l.node ? 
 
 /** The peer subnets of one family the leases claim, and which claims stand. */
 export class SubnetClaims {
-  private readonly byKey = new Map<string, Claim[]>();
+  private readonly byKey = new MultiMap<string, Claim>();
   private readonly byLease = new Map<Lease, Claim>();
   /** The subnets claimed, by prefix length: a subnet's overlapping claims are found without a scan of them all. */
   private readonly byLength = new Map<number, Map<string, Prefix>>();
@@ -43,9 +44,7 @@ export class SubnetClaims {
   add(lease: Lease, subnet: Prefix, key: string, rank?: number): void {
     const claim: Claim = { lease, subnet, key, since: lease.since ?? Number.MAX_VALUE, seq: rank ?? this.seq++ };
     this.byLease.set(lease, claim);
-    const at = this.byKey.get(key);
-    if (at) at.push(claim);
-    else this.byKey.set(key, [claim]);
+    this.byKey.add(key, claim);
     let ofLength = this.byLength.get(subnet.length);
     if (!ofLength) this.byLength.set(subnet.length, (ofLength = new Map()));
     ofLength.set(key, subnet);
@@ -56,10 +55,8 @@ export class SubnetClaims {
     const claim = this.byLease.get(lease);
     if (!claim) return undefined;
     this.byLease.delete(lease);
-    const at = this.byKey.get(key)!.filter((c) => c !== claim);
-    if (at.length) this.byKey.set(key, at);
-    else {
-      this.byKey.delete(key);
+    this.byKey.delete(key, claim);
+    if (!this.byKey.has(key)) {
       const ofLength = this.byLength.get(claim.subnet.length)!;
       ofLength.delete(key);
       if (!ofLength.size) this.byLength.delete(claim.subnet.length);
@@ -74,7 +71,7 @@ export class SubnetClaims {
 
   /** The leases claiming `key`. */
   at(key: string): Lease[] {
-    return (this.byKey.get(key) ?? []).map((c) => c.lease);
+    return this.byKey.get(key).map((c) => c.lease);
   }
 
   /** The keys of the claims overlapping `subnet` (keyed `key`: its own key included when claimed). */
@@ -98,7 +95,7 @@ export class SubnetClaims {
     if (!claim) return undefined;
     let first: Claim | undefined;
     for (const key of this.overlapping(claim.subnet, claim.key)) {
-      for (const c of this.byKey.get(key)!) if (c !== claim && before(c, claim) && (!first || before(c, first))) first = c;
+      for (const c of this.byKey.get(key)) if (c !== claim && before(c, claim) && (!first || before(c, first))) first = c;
     }
     return first?.lease;
   }

@@ -14,6 +14,7 @@
 // one are looked at again.
 import type { Lease } from '../../lease';
 import { Prefix, type IP } from '../../../net/ip';
+import { MultiMap } from '../../../util/multi-map';
 import { SubnetClaims, nameOfLease } from '../subnet-claims';
 import { OURS, type Peer, type PeerMemo, type Self, verdict } from './peers';
 
@@ -40,7 +41,7 @@ export class PeerIndex {
   /** Every lease in the index, with its verdict. */
   private readonly judged = new Map<Lease, Peer | undefined>();
   /** Candidate peers by VTEP MAC, and the subnets they claim. */
-  private readonly byMac = new Map<string, Set<Lease>>();
+  private readonly byMac = new MultiMap<string, Lease>();
   private readonly claims = new SubnetClaims();
   private readonly selfKey: string;
   private readonly data: string;
@@ -66,7 +67,7 @@ export class PeerIndex {
       if (p) peers.push(p);
       skipped.push(...this.claims.conflictsAt(key));
     }
-    for (const leasesOfMac of this.byMac.values()) if (leasesOfMac.size > 1) skipped.push(...this.macConflicts(leasesOfMac));
+    for (const leasesOfMac of this.byMac.groups()) if (leasesOfMac.length > 1) skipped.push(...this.macConflicts(leasesOfMac));
     return { peers, skipped };
   }
 
@@ -93,7 +94,7 @@ export class PeerIndex {
       this.judged.delete(l);
       if (!p) continue;
       for (const k of this.claims.overlapping(p.subnet, p.key)) keys.add(k);
-      this.unlink(this.byMac, p.mac, l);
+      this.byMac.delete(p.mac, l);
       const rank = this.claims.remove(l, p.key!)!;
       ranks.set(p.key!, Math.min(rank, ranks.get(p.key!) ?? rank));
       macs.add(p.mac);
@@ -107,9 +108,8 @@ export class PeerIndex {
     }
     for (const mac of macs) {
       const group = this.byMac.get(mac);
-      if (!group) continue;
       for (const l of group) keys.add(this.judged.get(l)!.key!);
-      if (group.size > 1) skipped.push(...this.macConflicts(group));
+      if (group.length > 1) skipped.push(...this.macConflicts(group));
     }
     for (const k of keys) skipped.push(...this.claims.conflictsAt(k));
     return { keys, skipped };
@@ -128,7 +128,7 @@ export class PeerIndex {
 
   /** The subnets of the leases advertising VTEP MAC `mac`. */
   keysOfMac(mac: string): string[] {
-    return [...(this.byMac.get(mac) ?? [])].map((l) => this.judged.get(l)!.key!);
+    return this.byMac.get(mac).map((l) => this.judged.get(l)!.key!);
   }
 
   /** How many leases the index holds. */
@@ -150,7 +150,7 @@ export class PeerIndex {
         continue;
       }
       this.judged.set(l, v);
-      this.link(this.byMac, v.mac, l);
+      this.byMac.add(v.mac, l);
       this.claims.add(l, v.subnet, v.key!, ranks?.get(v.key!));
       ranks?.delete(v.key!);
     }
@@ -160,32 +160,19 @@ export class PeerIndex {
   /** Others advertise its MAC for another PublicIP. */
   private disputed(l: Lease): boolean {
     const p = this.judged.get(l)!;
-    const group = this.byMac.get(p.mac)!;
-    if (group.size === 1) return false;
+    const group = this.byMac.get(p.mac);
+    if (group.length === 1) return false;
     for (const o of group) if (o !== l && this.judged.get(o)!.publicIP !== p.publicIP) return true;
     return false;
   }
 
-  private macConflicts(group: ReadonlySet<Lease>): string[] {
+  private macConflicts(group: readonly Lease[]): string[] {
     const out: string[] = [];
     for (const l of group) {
       const p = this.judged.get(l)!;
-      const others = [...group].filter((o) => o !== l && this.judged.get(o)!.publicIP !== p.publicIP);
+      const others = group.filter((o) => o !== l && this.judged.get(o)!.publicIP !== p.publicIP);
       if (others.length) out.push(macConflict(l, p.mac, others, this.data));
     }
     return out;
-  }
-
-  private link(m: Map<string, Set<Lease>>, k: string, l: Lease): void {
-    const s = m.get(k);
-    if (s) s.add(l);
-    else m.set(k, new Set([l]));
-  }
-
-  private unlink(m: Map<string, Set<Lease>>, k: string, l: Lease): void {
-    const s = m.get(k);
-    if (!s) return;
-    s.delete(l);
-    if (!s.size) m.delete(k);
   }
 }
