@@ -144,8 +144,17 @@ function childrenOf(pid) {
 
 /** The daemon's children's resident memory: their RSS, anonymous part and proportional share (PSS), MiB. */
 function childrenRss(pid) {
-  const kids = childrenOf(pid);
-  const sum = (field) => kids.reduce((a, k) => a + Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${k.pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0), 0) / 1024;
+  // each child's smaps_rollup read once; a child that ended meanwhile (a kept ip -batch ends when a
+  // command that changes a device runs apart) is left out
+  const kids = childrenOf(pid).flatMap((k) => {
+    try {
+      return [{ ...k, rollup: readFileSync(`/proc/${k.pid}/smaps_rollup`, 'utf8') }];
+    } catch (err) {
+      if (err.code === 'ENOENT' || err.code === 'ESRCH') return [];
+      throw err;
+    }
+  });
+  const sum = (field) => kids.reduce((a, k) => a + Number(new RegExp(`${field}:\\s+(\\d+)`).exec(k.rollup)?.[1] ?? 0), 0) / 1024;
   return { count: kids.length, rss: sum('Rss'), anon: sum('Anonymous'), pss: sum('Pss'), argv: kids.map((k) => k.argv.join(' ')) };
 }
 
