@@ -11,7 +11,8 @@
 // threads. Measured at 5,000 Nodes (A/B, both with V8's --optimize-for-size):
 // 89-91 MiB RSS, 40-42 of it anonymous, against 105-106 (56-57) without them
 // (docs/speed.md, "Memory at 5,000 Nodes"; the threshold lowered to 64, then 16 KiB:
-// "The main heap's 64 KiB reads", "TLS's buffers").
+// "The main heap's 64 KiB reads" and "No optimizing compiler, TLS only where it is asked for,
+// and TLS's buffers").
 
 /** The tunables the daemon starts with, unless the operator's GLIBC_TUNABLES sets them already. */
 export const DAEMON_MALLOC_TUNABLES: Readonly<Record<string, string>> = {

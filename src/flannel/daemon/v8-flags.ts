@@ -16,7 +16,7 @@ export const DAEMON_V8_FLAGS = [
   // No optimizing compiler: the interpreter and Sparkplug's baseline code run everything. TurboFan's
   // and Maglev's own code (read from the executable as they run) and what they compile cost ~9 MiB
   // (TurboFan) and 6-7 MiB more (Maglev) at 5,000 Nodes, for no start-up measurable here and a few
-  // tenths of a point of a core during heartbeats (3.7% against 3.4%; "Footprint").
+  // tenths of a point of a core during heartbeats (3.7% against 3.4%; "No optimizing compiler, ...").
   '--no-turbofan',
   '--no-maglev',
 ] as const;
