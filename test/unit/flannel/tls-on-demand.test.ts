@@ -11,17 +11,19 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = join(__dirname, '../../..');
 
-/** Runs `body` (after the clients are imported and an HTTP server answers on `url`) and returns Node's modules loaded by its end. */
+/** Runs `body` (after the clients are imported and an HTTP server answers on `url`; `watchCame` resolves once a watch reached it) and returns Node's modules loaded by its end. */
 function modulesLoadedBy(body: string): string[] {
   const contents = `
     import http from 'node:http';
     import { KubeClient } from ${JSON.stringify(join(ROOT, 'src/flannel/kube/client.ts'))};
     import { NODES } from ${JSON.stringify(join(ROOT, 'src/flannel/kube/resource.ts'))};
     import { EtcdHttp } from ${JSON.stringify(join(ROOT, 'src/flannel/store/etcd-http.ts'))};
+    let watched;
+    const watchCame = new Promise((r) => (watched = r));
     const server = http.createServer((req, res) => {
       res.setHeader('content-type', 'application/json');
       if (req.url.startsWith('/v3/')) return res.end(JSON.stringify({ header: { revision: '7' }, kvs: [] }));
-      if (req.url.includes('watch=')) { res.write(''); return; } // a watch: the answer begins, nothing comes
+      if (req.url.includes('watch=')) { res.write(''); watched(); return; } // a watch: the answer begins, nothing comes
       res.end(JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: '5' }, items: [] }));
     });
     server.listen(0, '127.0.0.1', async () => {
@@ -47,7 +49,7 @@ describe('TLS only for https:// servers', () => {
       const list = await client.list(NODES);
       if (list.resourceVersion !== '5') throw new Error('no list');
       const w = client.watch(NODES, '5', () => {}, 60);
-      await new Promise((r) => setTimeout(r, 200));
+      await watchCame; // the watch's own connection is open and asked
       w.stop();
       client.close();`);
     expect(loaded).toContain('_http_client'); // it did talk HTTP
