@@ -6,7 +6,8 @@
 //   why that matters);
 // - while the body keeps coming, the socket is read at most once per
 //   `readIntervalMs`: what arrives meanwhile waits in the kernel's socket
-//   buffer and comes in the next read, one wake-up for many events. A
+//   buffer and comes at the next wake-up, which reads all that waits: one
+//   wake-up for many events, and no cap on how fast a watch can be read. A
 //   connection that was quiet for that long is read at once, so a lone event
 //   is never held back; only one that follows another within the interval is,
 //   and by less than the interval.
@@ -117,7 +118,8 @@ export function streamingGet(opts: StreamingGetOptions, on: StreamingGetHandlers
     on.status(errorBody!.status, Buffer.concat(errorBody!.parts).toString());
   };
 
-  /** One read; false: read no more until the interval is over. */
+  let stopping = false;
+  /** One read; false: read no more (the answer is over or broken). */
   const onRead = (bytes: Buffer): boolean => {
     if (over) return false;
     try {
@@ -128,14 +130,23 @@ export function streamingGet(opts: StreamingGetOptions, on: StreamingGetHandlers
       on.error(err as Error, 'protocol');
       return false;
     }
-    if (over || opts.readIntervalMs <= 0) return !over;
-    // what comes meanwhile waits in the kernel's buffer, and is read then in one go (over
-    // TLS, the records of a read that are already decrypted still come, one call each)
-    readTimer ??= setTimeout(() => {
-      readTimer = undefined;
-      socket.resume();
-    }, opts.readIntervalMs);
-    return false;
+    if (over || opts.readIntervalMs <= 0 || stopping || readTimer) return !over;
+    // A wake-up reads what waits, all of it: libuv reads on while the socket has data (over TLS,
+    // record by record) within this turn of the event loop. Then no reads until the interval is
+    // over: what comes meanwhile waits in the kernel's buffer and is read then in one go. (Stopping
+    // after the first read of a wake-up instead capped a watch at one read per interval: 64 KiB,
+    // ~3.2 MB/s over TCP, and ~1.8 MB/s over TLS, about what 5,000 kubelets' heartbeats send.)
+    stopping = true;
+    setImmediate(() => {
+      stopping = false;
+      if (over) return;
+      socket.pause();
+      readTimer = setTimeout(() => {
+        readTimer = undefined;
+        if (!over) socket.resume();
+      }, opts.readIntervalMs);
+    });
+    return true;
   };
   socket.on('error', (err) => {
     if (over) return;

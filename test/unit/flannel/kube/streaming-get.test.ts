@@ -1,6 +1,7 @@
 // A watch's connection (src/flannel/kube/streaming-get.ts) against a server
 // written byte by byte here, over TCP and TLS: events that follow one another
-// within the read interval come in one read, a lone event at once; what is not HTTP/1.1 is a
+// within the read interval come in one read, a lone event at once, a stream faster than one read
+// per interval is read whole at each wake-up; what is not HTTP/1.1 is a
 // broken watch (MALFORMED: listed again), and a stream cut mid-body is a
 // broken one (resumed).
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -87,6 +88,44 @@ describe('a watch\'s connection', () => {
       await waitFor('the other nine', () => reads.join('').split('\n').length === 11);
       expect(reads).toHaveLength(2);
       expect(reads[1]).toBe([2, 3, 4, 5, 6, 7, 8, 9, 10].map(event).join(''));
+    } finally {
+      stream.stop();
+    }
+  });
+
+  it.each(['TCP', 'TLS'])('reads all that waits at each wake-up: a stream faster than one read per interval is not held to that (%s)', { timeout: 90_000 }, async (over) => {
+    ca ??= new TestCA(join(tmp.path, 'pki'));
+    const cert = over === 'TLS' ? ca.server('apiserver', ['127.0.0.1']) : undefined;
+    server = await rawServer(cert && { cert: cert.certPem, key: cert.keyPem });
+    // 1 MiB of 4 KB events in one write, read with an interval of 300 ms. Stopping after the first
+    // read of each wake-up held the watch to one read per interval (64 KiB; over TLS ~36 KB):
+    // reading on while data waits, a wake-up takes what the kernel holds (its receive buffer).
+    const big = (n: number) => `${JSON.stringify({ type: 'MODIFIED', object: { metadata: { name: `n${n}` }, pad: 'x'.repeat(4000) } })}\n`;
+    const events = Array.from({ length: 256 }, (_, i) => big(i));
+    let received = 0;
+    let wakeUps = 0;
+    let inTurn = false;
+    const onBody = (b: Buffer) => {
+      if (!inTurn) {
+        wakeUps++;
+        inTurn = true;
+        setImmediate(() => (inTurn = false));
+      }
+      received += b.length;
+    };
+    const stream = streamingGet(
+      { url: `${server.url}/api/v1/nodes?watch=1`, headers: {}, tls: { ca: ca.caPem }, idleMs: 60_000, readIntervalMs: 300, maxErrorBodyBytes: 1024 },
+      { body: onBody, end: () => {}, status: () => {}, error: () => {} },
+    );
+    try {
+      await waitFor('the request', () => server!.conns.length === 1);
+      server.conns[0].socket.write(HEAD + events.map(chunk).join(''));
+      const total = events.reduce((a, e) => a + Buffer.byteLength(e), 0);
+      const { ms } = await waitFor('all 1 MiB', () => received === total, 60_000).catch((e: Error) => {
+        throw new Error(`${e.message}: ${received} of ${total} bytes in ${wakeUps} wake-ups`);
+      });
+      process.stdout.write(`[streaming-get] 1 MiB over ${over} in ${wakeUps} wake-ups (${Math.round(total / wakeUps / 1024)} KiB each), ${ms} ms (interval 300 ms)\n`);
+      expect(total / wakeUps).toBeGreaterThan(80 * 1024); // more than one 64 KiB read per wake-up
     } finally {
       stream.stop();
     }
