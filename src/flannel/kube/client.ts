@@ -11,15 +11,12 @@
 // dependency table (measured: bundle size, load time and memory for load +
 // list + watch).
 import http from 'node:http';
-import type https from 'node:https';
 import type { KubeConnection } from './config';
 import type { KubeNode, NodeList } from './node';
 import { NODES, type KubeObject, type ObjectList, type Resource, type WatchEvent } from './resource';
 import { streamingGet, type StreamingGetOptions } from './streaming-get';
 import { CheckedEvent, LineSplitter, isObject, mib, parseWatchEvent } from './watch-stream';
-
-/** node:https, required for an https:// server only: loading TLS costs ~4 MiB of memory (OpenSSL's). */
-const httpsModule = (): typeof https => require('node:https');
+import { httpsModule } from '../../util/tls-on-demand';
 
 /** A request that failed: the message names the method, the URL and the HTTP status (or the network error). */
 export class KubeApiError extends Error {

@@ -13,6 +13,7 @@
 //   and by less than the interval.
 import net from 'node:net';
 import type tls from 'node:tls';
+import { tlsModule } from '../../util/tls-on-demand';
 import { ResponseDecoder } from './http1-response';
 
 export interface StreamingGetOptions {
@@ -76,13 +77,13 @@ export function streamingGet(opts: StreamingGetOptions, on: StreamingGetHandlers
   const request = [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, ...Object.entries(opts.headers).map(([k, v]) => `${k}: ${v}`), 'Connection: close', '', ''].join('\r\n');
 
   // Read into one buffer of our own (onread): each read is handed over as it is, and
-  // returning false stops reading from the kernel until resume(). (A paused stream
-  // would go on reading into its own buffer and hand the reads over one by one.)
+  // socket.pause() stops reading from the kernel until resume(). (A socket without
+  // onread, paused, would go on reading into its own buffer and hand the reads over
+  // one by one.)
   const onread = { buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES), callback: (n: number, buffer: Buffer) => onRead(buffer.subarray(0, n)) };
-  // node:tls only for https: (loading TLS costs ~4 MiB of memory, OpenSSL's)
   const socket: net.Socket =
     url.protocol === 'https:'
-      ? (require('node:tls') as typeof tls).connect({ host, port, ...opts.tls, servername: opts.tls?.servername ?? (net.isIP(host) ? undefined : host), onread } as tls.ConnectionOptions) // onread: in tls.connect's docs, not its types
+      ? tlsModule().connect({ host, port, ...opts.tls, servername: opts.tls?.servername ?? (net.isIP(host) ? undefined : host), onread } as tls.ConnectionOptions) // onread: in tls.connect's docs, not its types
       : net.connect({ host, port, onread });
   socket.setTimeout(opts.idleMs, () => {
     if (over) return;

@@ -15,10 +15,7 @@
 // is not trusted with our memory.
 import { EventEmitter } from 'node:events';
 import http from 'node:http';
-import type https from 'node:https';
-
-/** node:https, required for https:// endpoints only: loading TLS costs ~4 MiB of memory (OpenSSL's). */
-const httpsModule = (): typeof https => require('node:https');
+import { httpsModule } from '../../util/tls-on-demand';
 
 /** A key and value as a range read or a watch event gives them. */
 export interface Kv {
