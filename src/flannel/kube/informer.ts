@@ -55,10 +55,11 @@ export interface InformerOptions<T extends KubeObject> {
   keep?: (item: T) => T;
   /**
    * What the cache holds of a kept object once its change was reported (and
-   * what comes back as `previous`): its name and resourceVersion are all a
-   * list or a watch needs. Default: the kept object.
+   * what comes back as `previous`), given what it held before: its name is
+   * all a watch needs; without its resourceVersion a new list reports it as
+   * MODIFIED. Default: the kept object.
    */
-  retain?: (item: T) => T;
+  retain?: (item: T, previous: T | undefined) => T;
   /** Objects per list page (default 500). */
   pageSize?: number;
 }
@@ -74,7 +75,7 @@ export class Informer<T extends KubeObject> {
   private readonly watchTimeoutS: () => number;
   private readonly keep: (item: T) => T;
   private readonly pageSize: number;
-  private readonly retain: (item: T) => T;
+  private readonly retain: (item: T, previous: T | undefined) => T;
 
   constructor(
     private readonly client: KubeClient,
@@ -161,7 +162,7 @@ export class Informer<T extends KubeObject> {
     this.failures = 0;
     for (const [key, object] of listed) {
       const previous = this.cache.get(key);
-      this.cache.set(key, this.retain(object));
+      this.cache.set(key, this.retain(object, previous));
       if (!previous) this.report({ type: 'ADDED', key, object });
       else if (previous.metadata.resourceVersion !== object.metadata.resourceVersion) this.report({ type: 'MODIFIED', key, object, previous });
     }
@@ -194,7 +195,7 @@ export class Informer<T extends KubeObject> {
       this.report({ type: 'DELETED', key, object, previous });
       return;
     }
-    this.cache.set(key, this.retain(object));
+    this.cache.set(key, this.retain(object, previous));
     this.report(previous ? { type: 'MODIFIED', key, object, previous } : { type: 'ADDED', key, object });
   }
 

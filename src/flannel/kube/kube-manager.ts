@@ -189,8 +189,12 @@ export class KubeManager implements SubnetManager {
       },
       {
         keep: (n) => slimNode(n, this.names),
-        // a peer's lease is read from its change (changed()) and kept in leaseOf: the cache needs only its name and resourceVersion
-        retain: (n) => (n.metadata.name === opts.nodeName ? n : { metadata: { name: n.metadata.name, resourceVersion: n.metadata.resourceVersion } }),
+        // A peer's lease is read from its change (changed()) and kept in leaseOf: the cache needs only
+        // its name, held in one object made once. Not even its resourceVersion: a new one per kubelet
+        // heartbeat, kept for 10 s, made the old generation grow and V8 mark the whole heap every few
+        // seconds. A new list (after 410 Gone) reports every peer as changed; changed() tells a lease
+        // unchanged at a heartbeat's cost.
+        retain: (n, previous) => (n.metadata.name === opts.nodeName ? n : (previous ?? { metadata: { name: n.metadata.name } })),
         ...watchOpts,
       },
     );

@@ -279,7 +279,7 @@ describe('KubeManager', () => {
     expect(d.added.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n2 0a:00:00:00:00:22']);
   });
 
-  it('keeps of a peer only its name and resourceVersion once its lease is read, and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
+  it('keeps of a peer only its name once its lease is read (one object its heartbeats do not replace), and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
     const kubelet = { status: { conditions: [{ type: 'Ready', status: 'True' }], images: [{ names: ['x'], sizeBytes: 1 }] } };
     await server.createNode({ ...flannelNode('n1', 1, { 'other.example.com/a': 'b' }), ...kubelet, metadata: { ...flannelNode('n1', 1).metadata, labels: { l: 'v' } } } as never);
     await server.createNode({ ...flannelNode('n2', 2), ...kubelet } as never);
@@ -291,8 +291,31 @@ describe('KubeManager', () => {
     expect(Object.keys(own.metadata.annotations!).sort()).toEqual([`${P}/backend-data`, `${P}/backend-type`, `${P}/kube-subnet-manager`, `${P}/public-ip`]);
     expect(own.spec).toEqual({ podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] });
     const cache = (m as unknown as { watch: { objects(): Map<string, unknown> } }).watch.objects();
-    expect(cache.get('n2')).toEqual({ metadata: { name: 'n2', resourceVersion: expect.any(String) } });
+    const stub = cache.get('n2');
+    expect(stub).toEqual({ metadata: { name: 'n2' } });
     expect((await m.listLeases()).leases.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n1 0a:00:00:00:00:01', 'n2 0a:00:00:00:00:02']);
+    await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'False' }] } }); // a heartbeat
+    await server.createNode(flannelNode('n5', 5));
+    await waitFor('the fence', async () => (await m.listLeases()).leases.some((l) => l.node === 'n5'));
+    expect(cache.get('n2')).toBe(stub);
+  });
+
+  it('a new list (after 410 Gone) reports the leases that changed meanwhile, and none of the peers that did not (their resourceVersions are not kept)', async () => {
+    const { m, listed, old2 } = await twoNodesListed();
+    await server.createNode(flannelNode('n3', 3));
+    await waitFor('n3', async () => (await m.listLeases()).leases.some((l) => l.node === 'n3'));
+    const before = m.leaseChanges(listed.revision!)!;
+    // changes the watch never sees: the next watch is answered 410 and the Nodes are listed again
+    await server.forceGone();
+    await server.dropWatches();
+    await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'False' }] } }); // a heartbeat
+    await server.patchNode('n3', { metadata: { annotations: { [`${P}/public-ip`]: '192.168.88.33' } } });
+    await waitFor('the new list', () => logs.some((l) => l.startsWith('listing every Node again')));
+    await waitFor('n3\'s new address', async () => (await m.listLeases()).leases.some((l) => l.node === 'n3' && `${l.attrs.publicIP}` === '192.168.88.33'));
+    const d = m.leaseChanges(before.revision)!;
+    expect(d.added.map((l) => `${l.node} ${l.attrs.publicIP}`)).toEqual(['n3 192.168.88.33']);
+    expect(d.removed.map((l) => l.node)).toEqual(['n3']);
+    expect((await m.listLeases()).leases.find((l) => l.node === 'n2')).toBe(old2);
   });
 
   it('check(): our annotations, changed or removed by hand, are written again once; a pod CIDR that changed is reported', async () => {
