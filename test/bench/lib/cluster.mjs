@@ -24,6 +24,7 @@
 //   SCALE_DAEMON: the build measured (default dist/bin/vxlan-flannel, the standalone `make bench` builds);
 //   SCALE_LOG=/tmp/daemon.log: every daemon's log (stderr) appended there when it stops;
 //   SCALE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": node flags for a script build;
+//   SCALE_STDOUT=/tmp/daemon.out: every daemon's stdout appended there (what --trace-gc prints);
 //   SCALE_PERIOD: the default full pass period of the build measured, for the idle CPU (300 s; 10 for builds before drift was followed).
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, openSync, readSync, readdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -211,9 +212,11 @@ async function startWatchFloor(apiUrl, caFile, n) {
 function startDaemon(dir, args) {
   const log = join(dir, 'daemon.log');
   // no periodic full pass: the bench asks for one when it measures one (idle())
+  const stdout = process.env.SCALE_STDOUT ? openSync(process.env.SCALE_STDOUT, 'a') : 'ignore';
   const child = spawn('nsenter', [`--net=${NETNS}`, '--', ...daemonCommand(), 'daemon', '--iface', 'ul0', '--subnet-file', join(dir, 'subnet.env'), '--cni-data-dir', join(dir, 'cni'), '--healthz-ip', '127.0.0.1', '--healthz-port', '18081', '--reconcile-interval', '3600', ...args], {
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', stdout, 'pipe'],
   });
+  if (typeof stdout === 'number') closeSync(stdout); // the child has its own
   let stderr = '';
   child.stderr.on('data', (b) => (stderr += b));
   const exited = new Promise((r) => child.once('exit', r)); // also when it exited on its own (a stop after that must not hang)
