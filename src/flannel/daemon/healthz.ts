@@ -17,6 +17,7 @@
 // connections are closed within two seconds, one source address may hold at
 // most PER_SOURCE connections, and the listener as a whole MAX_CONNECTIONS.
 import { Server, createServer } from 'node:http';
+import { httpDate } from '../../util/utc-time';
 
 /** Connections one source address may hold at once (a kubelet needs one or two). */
 export const PER_SOURCE = 64;
@@ -54,6 +55,9 @@ export async function serveHealth(at: { ip: string; port: number }, source: Heal
   };
   // Node checks the header and request timeouts every connectionsCheckingInterval (30 s by default)
   const server = createServer({ connectionsCheckingInterval: 500, headersTimeout: HEADERS_MS, requestTimeout: REQUEST_MS, keepAliveTimeout: IDLE_MS }, (req, res) => {
+    // The Date header from our own formatter: Node's would set up V8's date cache and ICU's time zone (utc-time.ts)
+    res.sendDate = false;
+    res.setHeader('date', httpDate(Date.now()));
     const path = (req.url ?? '').split('?')[0];
     const reply = (code: number, text: string) => {
       res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });

@@ -22,6 +22,7 @@ import { openStore } from '../store/open-store';
 import type { StoreOptions } from '../store/store';
 import { StoreManager } from '../store/store-manager';
 import { parseSubnetEnv, subnetsOf } from '../subnet-env';
+import { utcIso } from '../../util/utc-time';
 
 export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   store: StoreOptions;
@@ -45,7 +46,7 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
 
 /** Log lines on stderr: `<RFC 3339 time> vxlan-flannel: <message>`, or without the time. */
 const stderrLog = (skipHeaders: boolean): Log => (msg) =>
-  process.stderr.write(`${skipHeaders ? '' : `${new Date().toISOString()} `}vxlan-flannel: ${printable(msg)}\n`);
+  process.stderr.write(`${skipHeaders ? '' : `${utcIso(Date.now())} `}vxlan-flannel: ${printable(msg)}\n`);
 
 /** The subnets of the previous subnet.env: a node that lost its lease gets them back when they are still free. */
 function previousSubnets(subnetFile: string): LeaseSubnets | undefined {

@@ -6,8 +6,10 @@
 // kernel refused): flanneld never does, and keeps pods coming to a node
 // whose pods reach no other node.
 
+import { utcIso } from '../../util/utc-time';
+
 /** metav1.Time: RFC 3339 in seconds. */
-const kubeTime = (now: Date) => now.toISOString().replace(/\.\d+Z$/, 'Z');
+const kubeTime = (now: Date) => utcIso(now.getTime()).replace(/\.\d+Z$/, 'Z');
 
 /** The status patch that marks the Node's network as down at `now`, saying why (a short reason). */
 export function networkDownPatch(now: Date, reason: string): { status: { conditions: object[] } } {

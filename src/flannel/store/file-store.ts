@@ -16,6 +16,7 @@
 import { join } from 'node:path';
 import { withLock } from '../../util/lock';
 import { ensureDir, removeFile, writeFileAtomic } from '../../util/fs';
+import { utcIso } from '../../util/utc-time';
 import { LeaseAttrs, LeaseSubnets, encodeAttrs, leaseKey, parseLeaseKey, sameAttrs, taken } from '../lease';
 import type { LeaseStore } from './store';
 import type { LeaseList } from '../manager';
@@ -105,7 +106,7 @@ export class FileStore implements LeaseStore {
   private encode(attrs: LeaseAttrs, ttlS: number): string {
     if (ttlS === 0) return encodeAttrs(attrs);
     const obj = JSON.parse(encodeAttrs(attrs)) as Record<string, unknown>;
-    obj.Expiration = new Date(Date.now() + ttlS * 1000).toISOString();
+    obj.Expiration = utcIso(Date.now() + ttlS * 1000);
     return JSON.stringify(obj);
   }
 

@@ -36,6 +36,25 @@ describe('health endpoints', () => {
     expect(await get('/healthz', 'POST')).toEqual([405, 'method not allowed\n']);
   });
 
+  it('every answer carries one Date header, an IMF-fixdate of now (RFC 9110), from our own formatter', async () => {
+    server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => undefined, ready: () => 'starting' });
+    for (const path of ['/healthz', '/readyz', '/nothing']) {
+      const before = Math.floor(Date.now() / 1000) * 1000;
+      const raw = await new Promise<string[]>((resolve, reject) =>
+        httpGet(`http://127.0.0.1:${server!.port}${path}`, (res) => {
+          res.resume();
+          resolve(res.rawHeaders);
+        }).on('error', reject),
+      );
+      const dates = raw.filter((_, i) => i % 2 === 1 && raw[i - 1].toLowerCase() === 'date'); // rawHeaders: name, value, name, value ...
+      expect(dates).toHaveLength(1);
+      expect(dates[0]).toMatch(/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/);
+      const at = Date.parse(dates[0]);
+      expect(at).toBeGreaterThanOrEqual(before);
+      expect(at).toBeLessThanOrEqual(Date.now());
+    }
+  });
+
   it('a source that throws is a 503 without its message', async () => {
     server = await serveHealth({ ip: '127.0.0.1', port: 0 }, { live: () => { throw new Error('etcd http://10.0.0.1:2379 unreachable'); }, ready: () => undefined });
     expect(await get('/healthz')).toEqual([503, 'not ready: cannot tell\n']);
