@@ -3,7 +3,7 @@
 // IMF-fixdate (toUTCString: a response's Date header). Why not Date's own:
 // V8 sets up its date cache on the first date it formats, and with it ICU's
 // time zone, whose code and data stay resident in a daemon that only ever
-// prints UTC (~0.75 MiB of the executable's pages; docs/speed.md, "Dates
+// prints UTC (~0.8 MiB of the executable's pages; docs/speed.md, "Dates
 // without the time zone").
 
 const pad = (n: number, width: number) => String(n).padStart(width, '0');
