@@ -126,6 +126,14 @@ export function podSubnets(node: KubeNode): LeaseSubnets {
   return out;
 }
 
+/** Every annotation nodeLease reads, in step with it (the overwrite and node-public-ip ones are our own Node's business); made once per set of names. */
+const leaseAnnotationLists = new WeakMap<FlannelAnnotations, readonly string[]>();
+export function leaseAnnotationNames(names: FlannelAnnotations): readonly string[] {
+  let list = leaseAnnotationLists.get(names);
+  if (!list) leaseAnnotationLists.set(names, (list = [names.kubeSubnetManager, names.backendType, names.backendData, names.backendV6Data, names.publicIP, names.publicIPv6]));
+  return list;
+}
+
 /**
  * A Node as a lease, read as flanneld reads it (nodeToLease): undefined for
  * a Node that is not a flannel node (no kube-subnet-manager "true": not a

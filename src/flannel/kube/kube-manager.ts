@@ -13,7 +13,7 @@ import { Lease, LeaseAttrs, LeaseSubnets, describeSubnets, leaseKey } from '../l
 import { Log, Reporter } from '../log';
 import { HeldLease, LeaseDelta, LeaseHooks, LeaseList, StoreUnavailable, SubnetManager, Unwatch } from '../manager';
 import { ConfigError, NetworkConfig, parseNetworkConfig } from '../netconfig';
-import { FlannelAnnotations, annotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
+import { FlannelAnnotations, annotationNames, leaseAnnotationNames, nodeLease, ownNodePatch, podSubnets } from './annotations';
 import { KubeClient } from './client';
 import { isObject } from './watch-stream';
 import { KubeConfigOptions, KubeConnection, loadKubeConnection, verificationWarning } from './config';
@@ -63,17 +63,19 @@ function signatureOf(r: ReturnType<typeof nodeLease>): string {
 }
 
 /**
- * The text of what nodeLease reads of a Node (its creation time, flannel's
- * annotations by name, its pod CIDRs; the name is its key), as short as the
- * signature it stands in front of (annotation values without their long
- * keys: this is kept per Node): two versions with the same text have the
- * same lease. A kubelet's heartbeat changes none of it, so its lease is not
- * read again.
+ * The text of what nodeLease reads of a Node (its creation time, its pod
+ * CIDRs, the annotations a lease is read from; the name is its key), as
+ * short as it can be: it is kept per Node. Values only, in a fixed order;
+ * podCIDRs `true` when it is [podCIDR], as the API writes them. Two
+ * versions with the same text have the same lease. A kubelet's heartbeat
+ * changes none of it, so its lease is not read again.
  */
 function leaseInput(node: KubeNode, names: FlannelAnnotations): string {
   const a = node.metadata.annotations ?? {};
   const spec = node.spec ?? {};
-  return JSON.stringify([node.metadata.creationTimestamp ?? null, spec.podCIDR ?? null, spec.podCIDRs ?? null, ...annotationList(names).map((k) => a[k] ?? null)]);
+  const cidrs = spec.podCIDRs;
+  const sameAsPodCIDR = cidrs?.length === 1 && cidrs[0] === spec.podCIDR;
+  return JSON.stringify([node.metadata.creationTimestamp ?? null, spec.podCIDR ?? null, sameAsPodCIDR || (cidrs ?? null), ...leaseAnnotationNames(names).map((k) => a[k] ?? null)]);
 }
 
 /**
@@ -109,7 +111,7 @@ export function slimNode(node: KubeNode, names?: FlannelAnnotations): KubeNode {
   return slim;
 }
 
-/** flannel's annotation names as a list, made once per set of names (slimNode and leaseInput run per event). */
+/** flannel's annotation names as a list, made once per set of names (slimNode runs per event). */
 const annotationLists = new WeakMap<FlannelAnnotations, readonly string[]>();
 function annotationList(names: FlannelAnnotations): readonly string[] {
   let list = annotationLists.get(names);

@@ -3,7 +3,7 @@
 // shaped as a real kube-flannel cluster has them (flanneld v0.2x writes these
 // values; kubeadm and kubelet add their own annotations beside them).
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_ANNOTATION_PREFIX, annotationNames, nodeLease, ownNodePatch, podSubnets } from '../../../../src/flannel/kube/annotations';
+import { DEFAULT_ANNOTATION_PREFIX, annotationNames, leaseAnnotationNames, nodeLease, ownNodePatch, podSubnets } from '../../../../src/flannel/kube/annotations';
 import { networkUpPatch } from '../../../../src/flannel/kube/network-condition';
 import type { KubeNode } from '../../../../src/flannel/kube/node';
 import type { LeaseAttrs } from '../../../../src/flannel/lease';
@@ -157,6 +157,27 @@ describe('our Node\'s annotations', () => {
 });
 
 describe('Nodes read as leases', () => {
+  it('reads no annotation but leaseAnnotationNames (the kube manager compares only those at a heartbeat): any value of the others changes no lease', () => {
+    const read = new Set(leaseAnnotationNames(names));
+    const others = Object.values(names).filter((k) => !read.has(k));
+    expect(others.sort()).toEqual([names.nodePublicIP, names.nodePublicIPv6, names.publicIPOverwrite, names.publicIPv6Overwrite].sort());
+    for (const opts of [{}, { dual: true }]) {
+      const base = flanneldNode('w1', opts);
+      for (const k of others) {
+        for (const value of ['10.9.9.9', 'fd00::9', 'not an address', '']) {
+          const node = { ...base, metadata: { ...base.metadata, annotations: { ...base.metadata.annotations, [k]: value } } };
+          expect(nodeLease(node, names), `${k}=${value}`).toEqual(nodeLease(base, names));
+        }
+      }
+    }
+    // each one it does read can change the lease (or whether there is one)
+    for (const k of read) {
+      const base = flanneldNode('w1', { dual: true });
+      const node = { ...base, metadata: { ...base.metadata, annotations: { ...base.metadata.annotations, [k]: 'x' } } };
+      expect(nodeLease(node, names), k).not.toEqual(nodeLease(base, names));
+    }
+  });
+
   it('reads a flanneld Node (IPv4) as the lease flanneld\'s etcd schema would hold', () => {
     const r = nodeLease(flanneldNode('w1'), names);
     expect(r && 'lease' in r).toBe(true);

@@ -279,6 +279,14 @@ describe('KubeManager', () => {
     expect(d.added.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n2 0a:00:00:00:00:22']);
   });
 
+  it('a peer\'s podCIDRs changed while its podCIDR stays is a change (the lease is read from podCIDRs first)', async () => {
+    const { m, listed } = await twoNodesListed();
+    await server.patchNode('n2', { spec: { podCIDRs: ['10.244.9.0/24'] } }); // a merge patch: the list replaced, podCIDR kept
+    await waitFor('n2\'s new subnet', async () => (await m.listLeases()).leases.some((l) => l.node === 'n2' && `${l.subnet}` === '10.244.9.0/24'));
+    const d = m.leaseChanges(listed.revision!)!;
+    expect(d.added.map((l) => `${l.node} ${l.subnet}`)).toEqual(['n2 10.244.9.0/24']);
+  });
+
   it('keeps of a peer only its name once its lease is read (one object its heartbeats do not replace), and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
     const kubelet = { status: { conditions: [{ type: 'Ready', status: 'True' }], images: [{ names: ['x'], sizeBytes: 1 }] } };
     await server.createNode({ ...flannelNode('n1', 1, { 'other.example.com/a': 'b' }), ...kubelet, metadata: { ...flannelNode('n1', 1).metadata, labels: { l: 'v' } } } as never);
