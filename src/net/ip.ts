@@ -58,7 +58,7 @@ export class IP {
     if (this.family === 4) {
       const v = Number(this.value);
       // join, not a template: a template's text of 13 characters or more is a rope (V8's cons
-      // string: ~50 bytes more than flat text), and thousands of peers keep these texts
+      // string: ~25 bytes more than flat text), and thousands of peers keep these texts
       return [v >>> 24, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join('.');
     }
     return formatIPv6(this.value);
