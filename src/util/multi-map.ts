@@ -36,13 +36,6 @@ export class MultiMap<K, V> {
     return held === undefined && !this.map.has(key) ? [] : [held as V];
   }
 
-  /** How many values `key` holds. */
-  count(key: K): number {
-    const held = this.map.get(key);
-    if (held instanceof Several) return held.values.length;
-    return held === undefined && !this.map.has(key) ? 0 : 1;
-  }
-
   has(key: K): boolean {
     return this.map.has(key);
   }
@@ -55,10 +48,6 @@ export class MultiMap<K, V> {
   /** Each key's values (get()), key by key. */
   *groups(): IterableIterator<readonly V[]> {
     for (const key of this.map.keys()) yield this.get(key);
-  }
-
-  get size(): number {
-    return this.map.size;
   }
 
   clear(): void {

@@ -49,8 +49,8 @@ export const MAX_WATCH_LINE_BYTES = 4 * 2 ** 20;
  * buffer to be read with those after it (a lone event is read at once).
  * Each wake-up costs ~0.3 ms here whatever it reads (timers, the socket's
  * machinery, caches gone cold in between): 5,000 kubelets' heartbeats read
- * 50 ms at a time cost ~3.5% of a core, 20 ms at a time ~5.5%, as they come
- * more (docs/speed.md, "Watches read in batches", "Fewer wake-ups").
+ * 50 ms at a time cost ~3.5% of a core, 20 ms at a time ~5.5%, read as they
+ * come more still (docs/speed.md, "Watches read in batches", "Fewer wake-ups").
  */
 export const WATCH_READ_INTERVAL_MS = 50;
 

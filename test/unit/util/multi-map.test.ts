@@ -6,7 +6,6 @@ describe('MultiMap', () => {
     const m = new MultiMap<string, object>();
     const [a, b, c] = [{ n: 'a' }, { n: 'b' }, { n: 'c' }];
     expect(m.get('k')).toEqual([]);
-    expect(m.count('k')).toBe(0);
     m.add('k', a);
     m.add('k', a);
     expect(m.get('k')).toEqual([a]);
@@ -15,11 +14,9 @@ describe('MultiMap', () => {
     m.add('k', c);
     m.add('k', b);
     expect(m.get('k')).toEqual([a, b, c]);
-    expect(m.count('k')).toBe(3);
     m.add('j', c);
     expect([...m.keys()]).toEqual(['k', 'j']);
     expect([...m.groups()]).toEqual([[a, b, c], [c]]);
-    expect(m.size).toBe(2);
   });
 
   it('takes values out one by one; the key goes with its last; a value not there changes nothing', () => {
@@ -39,7 +36,7 @@ describe('MultiMap', () => {
     expect(m.get('k')).toEqual([c]);
     m.delete('k', c);
     expect(m.has('k')).toBe(false);
-    expect(m.size).toBe(0);
+    expect([...m.keys()]).toEqual([]);
     m.add('k', b); // and back
     expect(m.get('k')).toEqual([b]);
   });
@@ -56,7 +53,8 @@ describe('MultiMap', () => {
     expect(m.has('k')).toBe(true);
     m.delete('k', undefined);
     expect(m.has('k')).toBe(false);
+    m.add('j', arr);
     m.clear();
-    expect(m.size).toBe(0);
+    expect([...m.keys()]).toEqual([]);
   });
 });
