@@ -243,7 +243,7 @@ export class KubeManager implements SubnetManager {
       if (held) held.input = input!;
       return;
     }
-    const entry = read ? { input: input!, read: 'lease' in read ? { lease: { ...read.lease, node: name } } : read } : undefined;
+    const entry = read ? { input: input!, read } : undefined;
     if (entry) this.leaseOf.set(name, entry);
     else this.leaseOf.delete(name);
     this.changes++;

@@ -222,7 +222,7 @@ describe('Nodes read as leases', () => {
     const node = flanneldNode('w1');
     node.metadata.annotations![names.backendType] = 'host-gw';
     node.metadata.annotations![names.backendData] = 'null';
-    expect(nodeLease(node, names)).toEqual({ lease: { subnet: expect.anything(), attrs: { backendType: 'host-gw', publicIP: IP.parse('192.168.56.11') } } });
+    expect(nodeLease(node, names)).toEqual({ lease: { subnet: expect.anything(), attrs: { backendType: 'host-gw', publicIP: IP.parse('192.168.56.11') }, node: 'w1' } });
   });
 
   it('accepts MACs in either case and with dashes, and a missing VNI', () => {
