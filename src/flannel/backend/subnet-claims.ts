@@ -26,35 +26,35 @@ const before = (a: Claim, b: Claim) => a.since < b.since || (a.since === b.since
 /** A lease for log lines: its subnets and its Node's name when it has one. */
 export const nameOfLease = (l: Lease) => `lease ${describeSubnets(l)}${l.node ? ` (node ${JSON.stringify(l.node)})` : ''}`;
 
-/** The peer subnets of one family the leases claim, and which claims stand. */
+/**
+ * The peer subnets of one family the leases claim, and which claims stand.
+ * Kept by subnet only (a lease's claim is found under its key): at 5,000
+ * peers each table of 5,000 entries is ~224 KiB of V8's heap.
+ */
 export class SubnetClaims {
   private readonly byKey = new MultiMap<string, Claim>();
-  private readonly byLease = new Map<Lease, Claim>();
-  /** The subnets claimed, by prefix length: a subnet's overlapping claims are found without a scan of them all. */
-  private readonly byLength = new Map<number, Map<string, Prefix>>();
+  /** The subnet keys claimed, by prefix length: a subnet's overlapping claims are found without a scan of them all. */
+  private readonly byLength = new Map<number, Set<string>>();
   private seq = 0;
 
   clear(): void {
     this.byKey.clear();
-    this.byLease.clear();
     this.byLength.clear();
   }
 
   /** `rank`: the arrival rank of the claim it replaces (a lease rewritten stays established), from remove(). */
   add(lease: Lease, subnet: Prefix, key: string, rank?: number): void {
     const claim: Claim = { lease, subnet, key, since: lease.since ?? Number.MAX_VALUE, seq: rank ?? this.seq++ };
-    this.byLease.set(lease, claim);
     this.byKey.add(key, claim);
     let ofLength = this.byLength.get(subnet.length);
-    if (!ofLength) this.byLength.set(subnet.length, (ofLength = new Map()));
-    ofLength.set(key, subnet);
+    if (!ofLength) this.byLength.set(subnet.length, (ofLength = new Set()));
+    ofLength.add(key);
   }
 
-  /** Takes the claim out; returns its arrival rank. */
+  /** Takes `lease`'s claim on `key` out; returns its arrival rank. */
   remove(lease: Lease, key: string): number | undefined {
-    const claim = this.byLease.get(lease);
+    const claim = this.byKey.get(key).find((c) => c.lease === lease);
     if (!claim) return undefined;
-    this.byLease.delete(lease);
     this.byKey.delete(key, claim);
     if (!this.byKey.has(key)) {
       const ofLength = this.byLength.get(claim.subnet.length)!;
@@ -69,11 +69,6 @@ export class SubnetClaims {
     return this.byKey.keys();
   }
 
-  /** The leases claiming `key`. */
-  at(key: string): Lease[] {
-    return this.byKey.get(key).map((c) => c.lease);
-  }
-
   /** The keys of the claims overlapping `subnet` (keyed `key`: its own key included when claimed). */
   overlapping(subnet: Prefix, key = subnet.toString()): string[] {
     const keys: string[] = [];
@@ -83,30 +78,34 @@ export class SubnetClaims {
         const holder = length === subnet.length ? key : Prefix.of(subnet.address, length).toString();
         if (claimed.has(holder)) keys.push(holder);
       } else {
-        for (const [key, p] of claimed) if (subnet.contains(p.network)) keys.push(key);
+        for (const k of claimed) if (subnet.contains(this.byKey.get(k)[0].subnet.network)) keys.push(k);
       }
     }
     return keys;
   }
 
-  /** The established claim `lease` overlaps, when there is one: then `lease` does not stand. */
-  blocker(lease: Lease): Lease | undefined {
-    const claim = this.byLease.get(lease);
-    if (!claim) return undefined;
-    let first: Claim | undefined;
-    for (const key of this.overlapping(claim.subnet, claim.key)) {
-      for (const c of this.byKey.get(key)) if (c !== claim && before(c, claim) && (!first || before(c, first))) first = c;
-    }
-    return first?.lease;
+  /** The lease that stands on `key`: the first claim there that no established claim overlaps. */
+  standing(key: string): Lease | undefined {
+    for (const c of this.byKey.get(key)) if (!this.blocker(c)) return c.lease;
+    return undefined;
   }
 
   /** Why the leases claiming `key` that an established claim overlaps are not programmed. */
   conflictsAt(key: string): string[] {
     const out: string[] = [];
-    for (const l of this.at(key)) {
-      const first = this.blocker(l);
-      if (first) out.push(`${nameOfLease(l)}: overlaps ${nameOfLease(first)}, which was there first: not programmed`);
+    for (const c of this.byKey.get(key)) {
+      const first = this.blocker(c);
+      if (first) out.push(`${nameOfLease(c.lease)}: overlaps ${nameOfLease(first)}, which was there first: not programmed`);
     }
     return out;
+  }
+
+  /** The established lease `claim` overlaps, when there is one: then `claim` does not stand. */
+  private blocker(claim: Claim): Lease | undefined {
+    let first: Claim | undefined;
+    for (const key of this.overlapping(claim.subnet, claim.key)) {
+      for (const c of this.byKey.get(key)) if (c !== claim && before(c, claim) && (!first || before(c, first))) first = c;
+    }
+    return first?.lease;
   }
 }

@@ -119,8 +119,8 @@ export class RouteIndex {
 
   /** The route wanted to subnet `key`: the established lease's, unless an earlier one overlaps it. */
   wanted(key: string): RoutePeer | undefined {
-    for (const l of this.claims.at(key)) if (!this.claims.blocker(l)) return this.judged.get(l);
-    return undefined;
+    const l = this.claims.standing(key);
+    return l && this.judged.get(l);
   }
 
   private add(leases: readonly Lease[], ranks?: Map<string, number>): string[] {

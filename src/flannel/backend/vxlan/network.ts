@@ -186,7 +186,7 @@ export class VxlanNetwork implements Backend {
 
   private indexOf(s: Side): PeerIndex {
     let index = this.indexes.get(s.spec.name);
-    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex({ ...selfOf(s), ...this.addresses }, s.pool.network, new WeakMap())));
+    if (!index) this.indexes.set(s.spec.name, (index = new PeerIndex({ ...selfOf(s), ...this.addresses }, s.pool.network)));
     return index;
   }
 

@@ -82,14 +82,6 @@ export interface Self extends AddressContext {
 export const OURS = 0;
 export type Verdict = Peer | string | typeof OURS;
 
-/**
- * What verdict made of each lease object, for one `self` and `network`
- * (one per VTEP, kept by the caller): the stores hand out the same object
- * for a lease that did not change, so a pass after one change judges one
- * lease, not all of them.
- */
-export type PeerMemo = WeakMap<Lease, Verdict>;
-
 /** One lease: the peer it asks for, why it is skipped ("lease <subnets>: <why>"), or OURS. */
 export function verdict(l: Lease, self: Self, network: Prefix, selfKey: string): Verdict {
   const v6 = network.family === 6;

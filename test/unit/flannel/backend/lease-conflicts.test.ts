@@ -37,7 +37,7 @@ const hg = (subnet: string, node: string, gateway: string, extra: Partial<Lease>
 describe('an overlapping lease (vxlan)', () => {
   it('inside an established one is not programmed, and the log names both; the established peer keeps its neighbour and route', () => {
     const n2 = vx('10.99.2.0/24', 'n2');
-    const index = new PeerIndex(self, NET, new WeakMap());
+    const index = new PeerIndex(self, NET);
     expect(index.reset([n2]).peers.map((p) => p.key)).toEqual(['10.99.2.0/24']);
     for (const rogue of [vx('10.99.2.128/25', 'n9'), vx('10.99.2.0/25', 'n8')]) {
       const { keys, skipped } = index.apply([], [rogue]);
@@ -81,7 +81,7 @@ describe('an overlapping lease (vxlan)', () => {
   it('once the established lease goes, the other is programmed; a lease rewritten in place stays the established one', () => {
     const n2 = vx('10.99.2.0/24', 'n2');
     const rogue = vx('10.99.2.0/24', 'rogue');
-    const index = new PeerIndex(self, NET, new WeakMap());
+    const index = new PeerIndex(self, NET);
     index.reset([n2, rogue]);
     const n2Again = { ...n2, attrs: { ...n2.attrs, vtepMAC: '0a:00:00:00:aa:02' } }; // its VTEP made again: a new lease object
     expect(index.apply([n2], [n2Again]).keys).toEqual(new Set(['10.99.2.0/24']));
@@ -95,7 +95,7 @@ describe('an overlapping lease (vxlan)', () => {
   const step = fc.record({ add: fc.array(fc.record({ third: fc.integer({ min: 2, max: 12 }), len: fc.integer({ min: 22, max: 26 }), fourth: fc.integer({ min: 0, max: 3 }) }), { maxLength: 4 }), removeSome: fc.array(fc.nat(), { maxLength: 3 }) });
   const leaseOf = (s: { third: number; len: number; fourth: number }, i: number) => vx(Prefix.of(ip(`10.99.${s.third}.${s.fourth * 64}`), s.len).toString(), `r${i}`);
   for (const [backend, make] of [
-    ['vxlan', () => new PeerIndex(self, NET, new WeakMap())],
+    ['vxlan', () => new PeerIndex(self, NET)],
     ['host-gw', () => new RouteIndex(self, NET)],
   ] as const) {
     it(`${backend}: whatever comes and goes, no two wanted peers overlap, and a wanted lease keeps its traffic until it goes`, () => {

@@ -105,9 +105,9 @@ describe('planning against what was programmed', () => {
   });
 });
 
-describe('desiredPeers with a memo', () => {
-  it('judges each lease object once: a pass after one change reads one lease', async () => {
-    const { desiredPeers } = await import('../../../../../src/flannel/backend/vxlan/peer-index');
+describe('a peer index reset', () => {
+  it('judges only the lease objects it did not hold: a reset after one change reads one lease', async () => {
+    const { PeerIndex, desiredPeers } = await import('../../../../../src/flannel/backend/vxlan/peer-index');
     const { IP } = await import('../../../../../src/net/ip');
     let reads = 0;
     const lease = (n: number) => {
@@ -116,15 +116,15 @@ describe('desiredPeers with a memo', () => {
     };
     const self = { subnet: Prefix.parse('10.88.1.0/24')!, vni: 1 };
     const leases = Array.from({ length: 50 }, (_, i) => lease(i + 2));
-    const memo = new WeakMap();
-    const first = desiredPeers(leases, self, net, memo);
+    const index = new PeerIndex(self, net);
+    const first = index.reset(leases);
     expect(first.peers).toHaveLength(50);
     const afterFirst = reads;
     const changed = [...leases.slice(0, 49), lease(99)];
-    const second = desiredPeers(changed, self, net, memo);
+    const second = index.reset(changed);
     expect(second.peers.map((p) => p.key)).toContain('10.88.99.0/24');
     expect(second.peers.map((p) => p.key)).not.toContain('10.88.51.0/24');
     expect(reads - afterFirst).toBeLessThanOrEqual(8); // the new lease's attributes only (a few fields of one object)
-    expect(desiredPeers(changed, self, net).peers).toEqual(second.peers); // same answer without the memo
+    expect(desiredPeers(changed, self, net).peers).toEqual(second.peers); // the same answer from a fresh index
   });
 });

@@ -36,7 +36,7 @@ describe('PeerIndex', () => {
         };
         const before = a.map(obj);
         const after = b.map(obj);
-        const index = new PeerIndex(self, net, new WeakMap());
+        const index = new PeerIndex(self, net);
         const reset = index.reset(before);
         expect(wantedByKey(reset.peers)).toEqual(wantedByKey(desiredPeers(before, self, net).peers));
         const wasWanted = wantedByKey(reset.peers);
@@ -56,11 +56,11 @@ describe('PeerIndex', () => {
 
   it('judges only the leases that changed: the others are not read again', () => {
     const leases = Array.from({ length: 200 }, (_, i) => lease(i + 2, i + 2, 0));
-    const index = new PeerIndex(self, net, new WeakMap());
+    const index = new PeerIndex(self, net);
     expect(index.reset(leases).peers).toHaveLength(200);
     let reads = 0;
     const watched = leases.map((l) => new Proxy(l, { get: (t, p) => (reads++, Reflect.get(t, p)) }));
-    const index2 = new PeerIndex(self, net, new WeakMap());
+    const index2 = new PeerIndex(self, net);
     index2.reset(watched);
     reads = 0;
     const changed = lease(9, 250, 1);
@@ -71,7 +71,7 @@ describe('PeerIndex', () => {
   });
 
   it('a MAC advertised for two addresses: both skipped, said so; the dispute ends when one goes', () => {
-    const index = new PeerIndex(self, net, new WeakMap());
+    const index = new PeerIndex(self, net);
     const a = lease(2, 5, 0);
     const b = lease(3, 5, 1);
     index.reset([a]);
