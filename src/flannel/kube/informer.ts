@@ -21,15 +21,23 @@
 import { KubeApiError, KubeClient, LIST_PAGE_SIZE, MALFORMED, WatchHandle } from './client';
 import { keyOf, type KubeObject, type Resource } from './resource';
 
-export interface Change<T extends KubeObject> {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  /** Its key: the name, or namespace/name for a namespaced object. */
-  key: string;
-  /** The object now, as `keep` cut it (DELETED: its last state). */
-  object: T;
-  /** The object as the cache held it before (MODIFIED, DELETED). */
-  previous?: T;
-}
+export type Change<T extends KubeObject> =
+  | {
+      type: 'ADDED' | 'MODIFIED';
+      /** Its key: the name, or namespace/name for a namespaced object. */
+      key: string;
+      /** The object now, as `keep` cut it. */
+      object: T;
+      /** What the cache held of it before (MODIFIED). */
+      previous?: T;
+    }
+  | {
+      type: 'DELETED';
+      key: string;
+      /** Its last state: the watch's event's, else (a new list found it gone) what the cache held, if anything. */
+      object?: T;
+      previous?: T;
+    };
 
 export interface InformerHandlers<T extends KubeObject> {
   /** An object appeared, changed or went (also as found by a new list). */
@@ -55,17 +63,18 @@ export interface InformerOptions<T extends KubeObject> {
   keep?: (item: T) => T;
   /**
    * What the cache holds of a kept object once its change was reported (and
-   * what comes back as `previous`), given what it held before: its name is
-   * all a watch needs; without its resourceVersion a new list reports it as
+   * what comes back as `previous`), given what it held before; undefined:
+   * its key alone, all a watch needs (a caller that keeps its own record of
+   * each object). Without its resourceVersion a new list reports it as
    * MODIFIED. Default: the kept object.
    */
-  retain?: (item: T, previous: T | undefined) => T;
+  retain?: (item: T, previous: T | undefined) => T | undefined;
   /** Objects per list page (default 500). */
   pageSize?: number;
 }
 
 export class Informer<T extends KubeObject> {
-  private readonly cache = new Map<string, T>();
+  private readonly cache = new Map<string, T | undefined>();
   private rv = '';
   private stopped = false;
   private current?: WatchHandle;
@@ -75,7 +84,7 @@ export class Informer<T extends KubeObject> {
   private readonly watchTimeoutS: () => number;
   private readonly keep: (item: T) => T;
   private readonly pageSize: number;
-  private readonly retain: (item: T, previous: T | undefined) => T;
+  private readonly retain: (item: T, previous: T | undefined) => T | undefined;
 
   constructor(
     private readonly client: KubeClient,
@@ -101,8 +110,8 @@ export class Informer<T extends KubeObject> {
     void this.run();
   }
 
-  /** The objects as last seen (what `retain` keeps of them), by key. */
-  objects(): ReadonlyMap<string, T> {
+  /** The objects as last seen (what `retain` keeps of them: undefined for a key alone), by key. */
+  objects(): ReadonlyMap<string, T | undefined> {
     return this.cache;
   }
 
@@ -161,10 +170,11 @@ export class Informer<T extends KubeObject> {
     if (this.stopped) return true;
     this.failures = 0;
     for (const [key, object] of listed) {
+      const had = this.cache.has(key);
       const previous = this.cache.get(key);
       this.cache.set(key, this.retain(object, previous));
-      if (!previous) this.report({ type: 'ADDED', key, object });
-      else if (previous.metadata.resourceVersion !== object.metadata.resourceVersion) this.report({ type: 'MODIFIED', key, object, previous });
+      if (!had) this.report({ type: 'ADDED', key, object });
+      else if (previous?.metadata.resourceVersion !== object.metadata.resourceVersion) this.report({ type: 'MODIFIED', key, object, previous });
     }
     for (const [key, previous] of this.cache) {
       if (listed.has(key)) continue;
@@ -189,6 +199,7 @@ export class Informer<T extends KubeObject> {
     if (key === undefined) throw new Error(`its object has no metadata.name${this.resource.namespaced ? ' or metadata.namespace' : ''}`);
     if (typeof rv === 'string' && rv) this.rv = rv;
     const object = this.keep(item);
+    const had = this.cache.has(key);
     const previous = this.cache.get(key);
     if (type === 'DELETED') {
       this.cache.delete(key);
@@ -196,7 +207,7 @@ export class Informer<T extends KubeObject> {
       return;
     }
     this.cache.set(key, this.retain(object, previous));
-    this.report(previous ? { type: 'MODIFIED', key, object, previous } : { type: 'ADDED', key, object });
+    this.report(had ? { type: 'MODIFIED', key, object, previous } : { type: 'ADDED', key, object });
   }
 
   /** Hands a change over; what the handler throws is reported, not thrown into the list or the stream. */

@@ -192,11 +192,11 @@ export class KubeManager implements SubnetManager {
       {
         keep: (n) => slimNode(n, this.names),
         // A peer's lease is read from its change (changed()) and kept in leaseOf: the cache needs only
-        // its name, held in one object made once. Not even its resourceVersion: a new one per kubelet
-        // heartbeat, kept for 10 s, outlived the young generation (the old one grew ~50 KB/s at 5,000
-        // Nodes, toward a full collection every few minutes). A new list (after 410 Gone) reports
-        // every peer as changed; changed() tells a lease unchanged at a heartbeat's cost.
-        retain: (n, previous) => (n.metadata.name === opts.nodeName ? n : (previous ?? { metadata: { name: n.metadata.name } })),
+        // its name, its key (an object per Node was ~0.3 MiB at 5,000). Not even its resourceVersion:
+        // a new one per kubelet heartbeat, kept for 10 s, outlived the young generation (the old one
+        // grew ~50 KB/s at 5,000 Nodes, toward a full collection every few minutes). A new list (after
+        // 410 Gone) reports every peer as changed; changed() tells a lease unchanged at a heartbeat's cost.
+        retain: (n) => (n.metadata.name === opts.nodeName ? n : undefined),
         ...watchOpts,
       },
     );
@@ -235,9 +235,10 @@ export class KubeManager implements SubnetManager {
     if (name === this.opts.nodeName) this.wakeOwnWaits();
     // each Node's lease is read once per change and kept: heartbeats compare its input, lists copy leases
     const held = this.leaseOf.get(name);
-    const input = c.type === 'DELETED' ? undefined : leaseInput(c.object, this.names);
+    const node = c.type === 'DELETED' ? undefined : c.object;
+    const input = node && leaseInput(node, this.names);
     if (held && held.input === input) return; // a heartbeat: the same lease
-    const read = input === undefined ? undefined : nodeLease(c.object, this.names);
+    const read = node && nodeLease(node, this.names);
     if (signatureOf(read) === signatureOf(held?.read)) {
       // the same lease told differently (or still none, another annotation): nothing for the backends to judge
       if (held) held.input = input!;

@@ -114,7 +114,7 @@ describe('the informer against a hostile API server', () => {
       client,
       NODES,
       {
-        onChange: (c) => (changes.push(`${c.type} ${c.object.metadata.name}`), onChange?.()),
+        onChange: (c) => (changes.push(`${c.type} ${c.object?.metadata.name}`), onChange?.()),
         onError: (e) => errors.push(e.message),
         onRelist: (why) => relists.push(why),
       },

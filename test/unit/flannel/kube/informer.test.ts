@@ -141,6 +141,23 @@ describe('the informer, on Nodes', () => {
     expect(errors).toEqual([]);
   });
 
+  it('keeps a key alone when retain keeps nothing of its object: a change of it is MODIFIED, and a new list still finds it gone', async () => {
+    await server.createNode(node('a'));
+    await server.createNode(node('b'));
+    const w = await startWatch({ retain: () => undefined });
+    expect([...w.objects()]).toEqual([['a', undefined], ['b', undefined]]);
+    await server.patchNode('a', { metadata: { annotations: { x: '1' } } });
+    await waitFor('the change', () => changes.length === 3);
+    expect(changes[2]).toBe('MODIFIED a');
+    // a Node deleted while the watch is broken: the new list reports it (without an object: none was kept)
+    await server.forceGone();
+    await server.dropWatches();
+    await server.deleteNode('b');
+    await waitFor('the re-list', () => !w.objects().has('b'));
+    expect(changes.filter((c) => c === 'DELETED b')).toHaveLength(1);
+    expect([...w.objects().keys()]).toEqual(['a']);
+  });
+
   it('lists again after a forced 410 and reports what changed meanwhile (a Node gone, one added)', async () => {
     await server.createNode(node('a'));
     await server.createNode(node('b'));
@@ -259,7 +276,7 @@ describe('the informer, on a namespaced collection (Pods)', () => {
     const changes: string[] = [];
     const relists: string[] = [];
     type Slim = KubeObject & { app?: string };
-    const w = new Informer<Slim>(client, PODS, { onChange: (c) => changes.push(`${c.type} ${c.key} ${c.object.app}`), onError: () => {}, onRelist: (why) => relists.push(why) }, {
+    const w = new Informer<Slim>(client, PODS, { onChange: (c) => changes.push(`${c.type} ${c.key} ${c.object?.app}`), onError: () => {}, onRelist: (why) => relists.push(why) }, {
       pageSize: 2,
       keep: (p) => ({ metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, app: p.metadata.labels?.app }),
     });

@@ -287,7 +287,7 @@ describe('KubeManager', () => {
     expect(d.added.map((l) => `${l.node} ${l.subnet}`)).toEqual(['n2 10.244.9.0/24']);
   });
 
-  it('keeps of a peer only its name once its lease is read (one object its heartbeats do not replace), and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
+  it('keeps of a peer only its key once its lease is read (nothing its heartbeats replace), and of our Node only flannel\'s annotations and its pod CIDRs', async () => {
     const kubelet = { status: { conditions: [{ type: 'Ready', status: 'True' }], images: [{ names: ['x'], sizeBytes: 1 }] } };
     await server.createNode({ ...flannelNode('n1', 1, { 'other.example.com/a': 'b' }), ...kubelet, metadata: { ...flannelNode('n1', 1).metadata, labels: { l: 'v' } } } as never);
     await server.createNode({ ...flannelNode('n2', 2), ...kubelet } as never);
@@ -299,13 +299,13 @@ describe('KubeManager', () => {
     expect(Object.keys(own.metadata.annotations!).sort()).toEqual([`${P}/backend-data`, `${P}/backend-type`, `${P}/kube-subnet-manager`, `${P}/public-ip`]);
     expect(own.spec).toEqual({ podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] });
     const cache = (m as unknown as { watch: { objects(): Map<string, unknown> } }).watch.objects();
-    const stub = cache.get('n2');
-    expect(stub).toEqual({ metadata: { name: 'n2' } });
+    expect([...cache]).toEqual([['n1', own], ['n2', undefined]]); // a peer's key alone
     expect((await m.listLeases()).leases.map((l) => `${l.node} ${l.attrs.vtepMAC}`)).toEqual(['n1 0a:00:00:00:00:01', 'n2 0a:00:00:00:00:02']);
     await server.patchNode('n2', { status: { conditions: [{ type: 'Ready', status: 'False' }] } }); // a heartbeat
     await server.createNode(flannelNode('n5', 5));
     await waitFor('the fence', async () => (await m.listLeases()).leases.some((l) => l.node === 'n5'));
-    expect(cache.get('n2')).toBe(stub);
+    expect(cache.get('n2')).toBeUndefined();
+    expect(cache.has('n2')).toBe(true);
   });
 
   it('a new list (after 410 Gone) reports the leases that changed meanwhile, and none of the peers that did not (their resourceVersions are not kept)', async () => {
