@@ -14,14 +14,15 @@ interface Claim {
   lease: Lease;
   subnet: Prefix;
   key: string;
-  /** When its node came (ms since the epoch), when the manager knows; else after every lease that has one. */
-  since: number;
   /** Arrival order: breaks ties, and ranks the leases of a store. */
   seq: number;
 }
 
+/** When a claim's node came (ms since the epoch), when the manager knows; else after every lease that has one. */
+const sinceOf = (c: Claim) => c.lease.since ?? Number.MAX_VALUE;
+
 /** Whether claim `a` was established before claim `b`. */
-const before = (a: Claim, b: Claim) => a.since < b.since || (a.since === b.since && a.seq < b.seq);
+const before = (a: Claim, b: Claim) => sinceOf(a) < sinceOf(b) || (sinceOf(a) === sinceOf(b) && a.seq < b.seq);
 
 /** A lease for log lines: its subnets and its Node's name when it has one. */
 export const nameOfLease = (l: Lease) => `lease ${describeSubnets(l)}${l.node ? ` (node ${JSON.stringify(l.node)})` : ''}`;
@@ -44,7 +45,8 @@ export class SubnetClaims {
 
   /** `rank`: the arrival rank of the claim it replaces (a lease rewritten stays established), from remove(). */
   add(lease: Lease, subnet: Prefix, key: string, rank?: number): void {
-    const claim: Claim = { lease, subnet, key, since: lease.since ?? Number.MAX_VALUE, seq: rank ?? this.seq++ };
+    // (the lease's `since` is read where needed: a copy here would be a number object of its own per claim)
+    const claim: Claim = { lease, subnet, key, seq: rank ?? this.seq++ };
     this.byKey.add(key, claim);
     let ofLength = this.byLength.get(subnet.length);
     if (!ofLength) this.byLength.set(subnet.length, (ofLength = new Set()));
