@@ -40,7 +40,8 @@ export interface KubeOptions extends KubeConfigOptions {
 /** How many lease changes the journal keeps (leaseChanges): a reader further behind lists instead. */
 const JOURNAL_LIMIT = 20_000;
 
-type LeaseRead = { lease: Lease } | { reason: string };
+/** A Node's lease as read, or why it cannot be used (a lease has no `reason`): one object per Node kept, not a wrapper around it. */
+type LeaseRead = Lease | { reason: string };
 
 /** While our Node has no usable pod CIDR, the reason is logged again this often (it is logged at once when it changes). */
 const WAIT_REMINDER_MS = 5 * 60_000;
@@ -55,11 +56,11 @@ export function readNetConf(path: string): string {
 }
 
 /** What a Node's lease looks like to the daemon, for telling changes that matter from the rest (status, heartbeats). */
-function signatureOf(r: ReturnType<typeof nodeLease>): string {
+function signatureOf(r: LeaseRead | undefined): string {
   if (!r) return '';
   if ('reason' in r) return `bad: ${r.reason}`;
-  const { attrs } = r.lease;
-  return JSON.stringify([leaseKey(r.lease), attrs.backendType, attrs.publicIP?.toString(), attrs.publicIPv6?.toString(), attrs.vni, attrs.vtepMAC, attrs.v6Vni, attrs.v6VtepMAC]);
+  const { attrs } = r;
+  return JSON.stringify([leaseKey(r), attrs.backendType, attrs.publicIP?.toString(), attrs.publicIPv6?.toString(), attrs.vni, attrs.vtepMAC, attrs.v6Vni, attrs.v6VtepMAC]);
 }
 
 /**
@@ -238,7 +239,8 @@ export class KubeManager implements SubnetManager {
     const node = c.type === 'DELETED' ? undefined : c.object;
     const input = node && leaseInput(node, this.names);
     if (held && held.input === input) return; // a heartbeat: the same lease
-    const read = node && nodeLease(node, this.names);
+    const found = node && nodeLease(node, this.names);
+    const read: LeaseRead | undefined = found && ('lease' in found ? found.lease : found);
     if (signatureOf(read) === signatureOf(held?.read)) {
       // the same lease told differently (or still none, another annotation): nothing for the backends to judge
       if (held) held.input = input!;
@@ -383,7 +385,7 @@ export class KubeManager implements SubnetManager {
       const read = this.leaseOf.get(name)?.read;
       if (!read) continue;
       if ('reason' in read) list.bad.push({ key: `nodes/${name}`, why: read.reason });
-      else list.leases.push(read.lease);
+      else list.leases.push(read);
     }
     return list;
   }
@@ -403,8 +405,8 @@ export class KubeManager implements SubnetManager {
     for (let i = from - this.journalStart; i < this.journal.length; i++) {
       const { name, before, after } = this.journal[i];
       // a lease added and removed again within the window cancels out
-      if (before && 'lease' in before && !added.delete(before.lease)) removed.add(before.lease);
-      if (after && 'lease' in after) added.add(after.lease);
+      if (before && !('reason' in before) && !added.delete(before)) removed.add(before);
+      if (after && !('reason' in after)) added.add(after);
       if (after && 'reason' in after) delta.bad.push({ key: `nodes/${name}`, why: after.reason });
     }
     delta.removed = [...removed];
