@@ -72,9 +72,14 @@ export class Daemon {
   /**
    * The peers' picture: the last list that succeeded (see refreshLeases),
    * kept up to date between lists by the manager's deltas (changesPass). A
-   * list, not a Set: at 5,000 peers a Set's table is 160 KiB more.
+   * list, not a Set (at 5,000 peers a Set's table is 160 KiB more); the
+   * deltas since it was last asked for wait beside it (a change pass does
+   * not ask), applied in one pass over it when it is.
    */
   private leaseList: readonly Lease[] = [];
+  /** Since leaseList: the leases gone, and those come (one already held comes again at the end). */
+  private readonly leasesGone = new Set<Lease>();
+  private readonly leasesCome = new Set<Lease>();
   /** Where leaseList stands in the manager's changes (a list's or a delta's revision); undefined: list on the next pass. */
   private leaseRevision?: string;
   private storeDown = false;
@@ -241,11 +246,19 @@ export class Daemon {
   }
 
   private get leases(): readonly Lease[] {
+    if (this.leasesGone.size || this.leasesCome.size) {
+      const { leasesGone: gone, leasesCome: come } = this;
+      this.leaseList = [...this.leaseList.filter((l) => !gone.has(l) && !come.has(l)), ...come];
+      gone.clear();
+      come.clear();
+    }
     return this.leaseList;
   }
 
   private set leases(list: readonly Lease[]) {
     this.leaseList = [...new Set(list)];
+    this.leasesGone.clear();
+    this.leasesCome.clear();
   }
 
   /** Pods' IPv6 traffic is routed by this node: net.ipv6.conf.all.forwarding=1 (as flanneld's vxlan backend needs). */
@@ -374,9 +387,11 @@ export class Daemon {
     const delta = asked ? await this.manager.leaseChanges(this.leaseRevision) : { revision: this.leaseRevision, removed: [], added: [], bad: [] };
     if (!delta) return undefined;
     this.leaseRevision = delta.revision;
-    // the leases that go, then those that come (one already held moves to the end): a pass over the list per delta
-    const going = new Set([...delta.removed, ...delta.added]);
-    this.leaseList = [...this.leaseList.filter((l) => !going.has(l)), ...new Set(delta.added)];
+    for (const l of delta.removed) {
+      this.leasesCome.delete(l);
+      this.leasesGone.add(l);
+    }
+    for (const l of delta.added) this.leasesCome.add(l);
     for (const b of delta.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
     // Our lease is checked when the change is about its subnets (deleted, expired, rewritten, renewed, taken):
     // looking for it among 5,000 others was a sixth of the pass's CPU. Full passes always check it.
