@@ -246,13 +246,17 @@ export class Daemon {
   }
 
   private get leases(): readonly Lease[] {
-    if (this.leasesGone.size || this.leasesCome.size) {
-      const { leasesGone: gone, leasesCome: come } = this;
-      this.leaseList = [...this.leaseList.filter((l) => !gone.has(l) && !come.has(l)), ...come];
-      gone.clear();
-      come.clear();
-    }
+    this.applyLeaseDeltas();
     return this.leaseList;
+  }
+
+  /** The deltas waiting beside leaseList applied to it, in one pass over it. */
+  private applyLeaseDeltas(): void {
+    const { leasesGone: gone, leasesCome: come } = this;
+    if (!gone.size && !come.size) return;
+    this.leaseList = [...this.leaseList.filter((l) => !gone.has(l) && !come.has(l)), ...come];
+    gone.clear();
+    come.clear();
   }
 
   private set leases(list: readonly Lease[]) {
@@ -392,6 +396,8 @@ export class Daemon {
       this.leasesGone.add(l);
     }
     for (const l of delta.added) this.leasesCome.add(l);
+    // applied now and then even without a full pass: the leases gone are not held for long
+    if (this.leasesGone.size > Math.max(64, this.leaseList.length / 16)) this.applyLeaseDeltas();
     for (const b of delta.bad) this.problems.report(`bad ${b.key}`, `ignoring ${JSON.stringify(b.key)}: ${b.why}`);
     // Our lease is checked when the change is about its subnets (deleted, expired, rewritten, renewed, taken):
     // looking for it among 5,000 others was a sixth of the pass's CPU. Full passes always check it.

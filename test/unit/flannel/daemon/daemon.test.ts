@@ -367,6 +367,28 @@ describe('the daemon (in-memory store, model of the node)', () => {
     vi.restoreAllMocks();
   });
 
+  it('the picture the deltas keep is the store\'s: with the store unreachable, a full pass programs what the changes left (one changed, one gone, one new)', async () => {
+    for (let n = 2; n < 7; n++) store.put(`10.88.${n}.0-24`, peerValue(n), 600);
+    await daemon({ reconcileMs: 60_000 }).start();
+    const fresh = [7, 8, 9].find((n) => !store.entries.has(`10.88.${n}.0-24`))!; // not the subnet the daemon took
+    store.put('10.88.3.0-24', peerValue(3, '0a:00:00:00:03:33'), 600);
+    await waitFor('3\'s new MAC', () => programmed(node, '10.88.3.0/24', '0a:00:00:00:03:33', '192.168.88.3'));
+    store.del('10.88.4.0-24');
+    await waitFor('4 gone', () => !node.routesIn().some((r) => r.dst === '10.88.4.0/24'));
+    store.put(`10.88.${fresh}.0-24`, peerValue(fresh), 600);
+    await waitFor('the new one programmed', () => programmed(node, `10.88.${fresh}.0/24`, peerMac(fresh), `192.168.88.${fresh}`));
+    // a full pass that cannot list: it programs the picture the three deltas left
+    const full = vi.spyOn(VxlanNetwork.prototype, 'reconcile');
+    store.down = true;
+    (daemons[0] as unknown as { loop: { request(why: string, full: boolean): void } }).loop.request('a test', true);
+    await waitFor('a full pass', () => full.mock.calls.length > 0);
+    const peers = (full.mock.calls[0][0] as { subnet?: Prefix; attrs: { vtepMAC?: string } }[])
+      .filter((l) => l.attrs.vtepMAC?.startsWith('0a:00:00:00:')) // not ours (a random MAC)
+      .map((l) => `${l.subnet} ${l.attrs.vtepMAC}`);
+    expect(peers.sort()).toEqual([`10.88.2.0/24 ${peerMac(2)}`, '10.88.3.0/24 0a:00:00:00:03:33', `10.88.5.0/24 ${peerMac(5)}`, `10.88.6.0/24 ${peerMac(6)}`, `10.88.${fresh}.0/24 ${peerMac(fresh)}`].sort());
+    vi.restoreAllMocks();
+  });
+
   it('a changes pass checks our lease only when the change is about it: another lease changing costs no look for ours; ours deleted by hand is written again at once', async () => {
     store.put('10.88.2.0-24', peerValue(2), 600);
     const manager = new StoreManager(store, { leaseTtlS: 3600, previous: { subnet: Prefix.parse('10.88.1.0/24')! } });
