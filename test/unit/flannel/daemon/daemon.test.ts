@@ -382,7 +382,7 @@ describe('the daemon (in-memory store, model of the node)', () => {
     store.down = true;
     (daemons[0] as unknown as { loop: { request(why: string, full: boolean): void } }).loop.request('a test', true);
     await waitFor('a full pass', () => full.mock.calls.length > 0);
-    const peers = (full.mock.calls[0][0] as { subnet?: Prefix; attrs: { vtepMAC?: string } }[])
+    const peers = full.mock.calls[0][0]
       .filter((l) => l.attrs.vtepMAC?.startsWith('0a:00:00:00:')) // not ours (a random MAC)
       .map((l) => `${l.subnet} ${l.attrs.vtepMAC}`);
     expect(peers.sort()).toEqual([`10.88.2.0/24 ${peerMac(2)}`, '10.88.3.0/24 0a:00:00:00:03:33', `10.88.5.0/24 ${peerMac(5)}`, `10.88.6.0/24 ${peerMac(6)}`, `10.88.${fresh}.0/24 ${peerMac(fresh)}`].sort());
