@@ -193,7 +193,7 @@ export class KubeManager implements SubnetManager {
       {
         keep: (n) => slimNode(n, this.names),
         // A peer's lease is read from its change (changed()) and kept in leaseOf: the cache needs only
-        // its name, its key (an object per Node was ~0.3 MiB at 5,000). Not even its resourceVersion:
+        // its key, the name (a stub object per Node was ~0.3 MiB at 5,000). Not even its resourceVersion:
         // a new one per kubelet heartbeat, kept for 10 s, outlived the young generation (the old one
         // grew ~50 KB/s at 5,000 Nodes, toward a full collection every few minutes). A new list (after
         // 410 Gone) reports every peer as changed; changed() tells a lease unchanged at a heartbeat's cost.
