@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Lease, LeaseAttrs, LeaseSubnets, decodeAttrs, encodeAttrs, leaseKey, parseLeaseKey, taken } from '../lease';
 import { DEFAULT_PREFIX, LeaseStore, StoreOptions } from './store';
-import { type LeaseList, StoreUnavailable } from '../manager';
+import { type LeaseDelta, type LeaseList, StoreUnavailable } from '../manager';
 import { Serial } from '../../util/serial';
 import { hasUserInfo, withoutUserInfo } from '../../util/url-text';
 import { EtcdMirror } from './etcd-mirror';
@@ -123,6 +123,12 @@ export class EtcdStore implements LeaseStore {
 
   /** Every lease, read from etcd (a range read), and the etcd revision the list was read at. */
   private async listAt(): Promise<LeaseList & { revision: string }> {
+    const { started, revision, kvs } = await this.readRange();
+    return this.mirror.endRead(started, revision, kvs);
+  }
+
+  /** A range read of every lease (each key by its name), not yet given to the mirror. */
+  private async readRange() {
     const started = this.mirror.beginRead();
     let res: { revision: string; kvs: import('./etcd-http').Kv[] };
     try {
@@ -131,7 +137,7 @@ export class EtcdStore implements LeaseStore {
       this.mirror.abortRead();
       throw err;
     }
-    return this.mirror.endRead(started, res.revision, res.kvs.map((kv) => ({ name: this.nameOf(kv.key), kv })));
+    return { started, revision: res.revision, kvs: res.kvs.map((kv) => ({ name: this.nameOf(kv.key), kv })) };
   }
 
   /** One key and value as a lease, or why not. */
@@ -149,6 +155,20 @@ export class EtcdStore implements LeaseStore {
   /** From memory while the watch has told every change since a range read (etcd-mirror.ts), else a range read. */
   async list(): Promise<LeaseList> {
     return this.mirror.usable() ? this.mirror.list() : this.listAt();
+  }
+
+  /**
+   * The changes since the last list or delta handed out (revision `since`),
+   * from memory when it is usable, else after a range read; undefined when
+   * `since` is not that one.
+   */
+  async changes(since: string): Promise<LeaseDelta | undefined> {
+    if (!this.mirror.counts(since)) return undefined;
+    if (!this.mirror.usable()) {
+      const { started, revision, kvs } = await this.readRange();
+      this.mirror.endRead(started, revision, kvs, false);
+    }
+    return this.mirror.changes(since);
   }
 
   private grant(ttlS: number): Promise<string> {

@@ -21,8 +21,12 @@ export interface StoreManagerOptions {
 export class StoreManager implements SubnetManager {
   /** The list previousAttrs read, for acquireLease right after it: one range read of every lease fewer at a join. */
   private justListed?: LeaseList;
-  /** The last list handed out by listLeases: what leaseChanges compares a new list with. */
-  private lastListed?: LeaseList;
+  /**
+   * The last list or delta handed out: its revision (what leaseChanges counts
+   * from), the list itself (compared with a new one when the store cannot
+   * tell its changes) and the subnet lengths it was filtered by.
+   */
+  private handedOut?: { revision?: string; list?: LeaseList; lengths: string };
   /** The network config last read: a lease of another size than its SubnetLen is not one this network hands out. */
   private cfg?: NetworkConfig;
 
@@ -72,30 +76,39 @@ export class StoreManager implements SubnetManager {
   }
 
   async listLeases(): Promise<LeaseList> {
-    return (this.lastListed = ofSubnetLen(await this.store.list(), this.cfg));
+    const list = ofSubnetLen(await this.store.list(), this.cfg);
+    this.handedOut = { revision: list.revision, list, lengths: subnetLengths(this.cfg) };
+    return list;
   }
 
   /**
-   * The changes since the list of `revision`: a new list compared with that
-   * one by identity. The stores hand out the same Lease object for a lease
-   * that did not change (etcd's mirror, the file store's picture), so this
-   * costs a list from memory and a set lookup per lease, and the backend's
-   * changes pass costs only what changed. Undefined (the daemon lists) when
-   * `revision` is not the last list's or the store cannot be listed.
+   * The changes since the list or delta of `revision`, so that the backend's
+   * changes pass costs only what changed. etcd tells them from its watch's
+   * events (store.changes: the cost of the change, not of the cluster);
+   * otherwise a new list is compared with the last by identity (the file
+   * store hands out the same Lease object for a lease that did not change: a
+   * list from memory and a set lookup per lease). Undefined (the daemon
+   * lists) when `revision` is not the last one handed out, the network
+   * config's subnet lengths changed since, or the store cannot be reached.
    */
   async leaseChanges(revision: string): Promise<LeaseDelta | undefined> {
-    const before = this.lastListed;
-    if (before?.revision !== revision) return undefined;
-    let now: LeaseList;
+    const before = this.handedOut;
+    if (before?.revision !== revision || before.lengths !== subnetLengths(this.cfg)) return undefined;
     try {
-      now = await this.listLeases();
+      const told = await this.store.changes?.(revision);
+      if (told) {
+        this.handedOut = { revision: told.revision, lengths: before.lengths };
+        return deltaOfSubnetLen(told, this.cfg);
+      }
+      if (!before.list) return undefined; // the last was a delta: nothing to compare with
+      const now = await this.listLeases();
+      if (now.revision === undefined) return undefined;
+      const gone = new Set(before.list.leases);
+      const added = now.leases.filter((l) => !gone.delete(l));
+      return { removed: [...gone], added, bad: now.bad, revision: now.revision };
     } catch {
       return undefined; // the daemon's own list reports the trouble
     }
-    if (now.revision === undefined) return undefined;
-    const gone = new Set(before.leases);
-    const added = now.leases.filter((l) => !gone.delete(l));
-    return { removed: [...gone], added, bad: now.bad, revision: now.revision };
   }
 
   watchLeases(onChange: (why: string) => void, onError: (err: Error) => void, after?: string): Unwatch {
@@ -115,6 +128,17 @@ export class StoreManager implements SubnetManager {
   }
 }
 
+/** Why `l` is not a lease of this network: a subnet not of the config's SubnetLen (IPv6SubnetLen); undefined when it is. */
+function notOfSubnetLen(l: Lease, cfg: NetworkConfig): string | undefined {
+  const why =
+    (l.subnet && cfg.v4 && l.subnet.length !== cfg.v4.subnetLen && `its subnet ${l.subnet} is not of the network config's SubnetLen ${cfg.v4.subnetLen}`) ||
+    (l.ipv6Subnet && cfg.v6 && l.ipv6Subnet.length !== cfg.v6.subnetLen && `its IPv6 subnet ${l.ipv6Subnet} is not of the network config's IPv6SubnetLen ${cfg.v6.subnetLen}`);
+  return why ? `${why}: not programmed` : undefined;
+}
+
+/** The subnet lengths leases are filtered by (a delta counts only from a list filtered by the same). */
+const subnetLengths = (cfg: NetworkConfig | undefined) => `${cfg?.v4?.subnetLen}/${cfg?.v6?.subnetLen}`;
+
 /**
  * The list with every lease whose subnet is not of the config's SubnetLen
  * (IPv6SubnetLen) moved to `bad`: this network never hands one out, and a
@@ -123,14 +147,23 @@ export class StoreManager implements SubnetManager {
  */
 function ofSubnetLen(list: LeaseList, cfg: NetworkConfig | undefined): LeaseList {
   if (!cfg) return list;
-  const wrong = (l: Lease) =>
-    (l.subnet && cfg.v4 && l.subnet.length !== cfg.v4.subnetLen && `its subnet ${l.subnet} is not of the network config's SubnetLen ${cfg.v4.subnetLen}`) ||
-    (l.ipv6Subnet && cfg.v6 && l.ipv6Subnet.length !== cfg.v6.subnetLen && `its IPv6 subnet ${l.ipv6Subnet} is not of the network config's IPv6SubnetLen ${cfg.v6.subnetLen}`);
   let bad: LeaseList['bad'] | undefined;
   const leases = list.leases.filter((l) => {
-    const why = wrong(l);
-    if (why) (bad ??= [...list.bad]).push({ key: leaseKey(l), why: `${why}: not programmed` });
+    const why = notOfSubnetLen(l, cfg);
+    if (why) (bad ??= [...list.bad]).push({ key: leaseKey(l), why });
     return !why;
   });
   return bad ? { ...list, leases, bad } : list;
+}
+
+/** A delta filtered as ofSubnetLen filters a list: a lease of another length never came, so it never goes either. */
+function deltaOfSubnetLen(delta: LeaseDelta, cfg: NetworkConfig | undefined): LeaseDelta {
+  if (!cfg) return delta;
+  const bad = [...delta.bad];
+  const added = delta.added.filter((l) => {
+    const why = notOfSubnetLen(l, cfg);
+    if (why) bad.push({ key: leaseKey(l), why });
+    return !why;
+  });
+  return { removed: delta.removed.filter((l) => !notOfSubnetLen(l, cfg)), added, bad, revision: delta.revision };
 }

@@ -5,7 +5,7 @@
 // release, status) work on a store directly. open-store.ts opens the one the
 // flags ask for. Types only.
 import type { LeaseAttrs, LeaseSubnets } from '../lease';
-import type { LeaseList, Unwatch } from '../manager';
+import type { LeaseDelta, LeaseList, Unwatch } from '../manager';
 
 export const DEFAULT_PREFIX = '/coreos.com/network';
 export const DEFAULT_LEASE_DIR = '/var/lib/vxlan-flannel';
@@ -19,6 +19,15 @@ export interface LeaseStore {
   setConfig(text: string): Promise<void>;
   /** Every lease that has not expired; StoreUnavailable when the store cannot be reached. */
   list(): Promise<LeaseList>;
+  /**
+   * What changed since the last list (or delta) this store handed out, of
+   * revision `since`: a changed lease's old object removed and its new one
+   * added, unchanged leases never named; undefined when `since` is not the
+   * last one handed out. Optional: etcd tells it from its watch's events
+   * (etcd-mirror.ts); the file store does not (its leases also expire by
+   * time), and the manager compares lists for it.
+   */
+  changes?(since: string): Promise<LeaseDelta | undefined>;
   /**
    * Creates a lease; false when any lease already holds (or overlaps) one of
    * its subnets, of either family (nothing is changed then). Atomic: of two

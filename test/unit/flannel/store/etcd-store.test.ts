@@ -156,6 +156,70 @@ describe('etcd store: lists answered from the watch', () => {
   });
 });
 
+describe('etcd store: changes since the last list', () => {
+  const watched = async () => {
+    const store = await open();
+    gw.put(K('10.88.1.0-24'), value(1), '7');
+    gw.put(K('10.88.3.0-24'), value(3), '7');
+    const listed = await store.list();
+    const changes: string[] = [];
+    const stop = store.watch((why) => changes.push(why), () => {}, listed.revision);
+    await vi.waitFor(() => expect(gw.watches).toHaveLength(1));
+    return { store, listed, changes, stop };
+  };
+  const named = (leases: { subnet?: unknown; attrs: { publicIP?: unknown } }[]) => leases.map((l) => `${l.subnet} ${l.attrs.publicIP}`).sort();
+
+  it('are told from the watch\'s events, by identity, without a range read; each delta counts from the one before', async () => {
+    const { store, listed, changes, stop } = await watched();
+    const one = listed.leases.find((l) => l.subnet!.toString() === '10.88.1.0/24')!;
+    const three = listed.leases.find((l) => l.subnet!.toString() === '10.88.3.0/24')!;
+    gw.put(K('10.88.2.0-24'), value(2), '7'); // new
+    gw.put(K('10.88.1.0-24'), value(9), '7'); // changed
+    gw.delete(K('10.88.3.0-24')); // gone
+    gw.put(K('10.88.4.0-24'), value(4), '7');
+    gw.delete(K('10.88.4.0-24')); // came and went between two deltas: neither
+    gw.put(K('not-a-subnet'), value(5), '7'); // unreadable
+    await vi.waitFor(() => expect(changes).toHaveLength(6));
+    const d = (await store.changes(listed.revision!))!;
+    expect(d.removed).toHaveLength(2);
+    expect(d.removed).toContain(one);
+    expect(d.removed).toContain(three);
+    expect(named(d.added)).toEqual(['10.88.1.0/24 192.168.88.9', '10.88.2.0/24 192.168.88.2']);
+    expect(d.bad.map((b) => b.key)).toEqual(['not-a-subnet']);
+    expect(d.revision).toBe(String(gw.revision));
+    expect(gw.ranges).toBe(1);
+    // nothing since: nothing; an older revision than the last handed out: cannot tell
+    expect(await store.changes(d.revision)).toEqual({ removed: [], added: [], bad: [], revision: d.revision });
+    expect(await store.changes(listed.revision!)).toBeUndefined();
+    // a list hands out a new picture: deltas count from it
+    gw.put(K('10.88.2.0-24'), value(8), '7');
+    await vi.waitFor(() => expect(changes).toHaveLength(7));
+    const relisted = await store.list();
+    expect(await store.changes(d.revision)).toBeUndefined();
+    expect(await store.changes(relisted.revision!)).toEqual({ removed: [], added: [], bad: [], revision: relisted.revision });
+    stop();
+  });
+
+  it('while the watch is down, a range read first, which tells what changed meanwhile', async () => {
+    gw.put(K('10.88.6.0-24'), value(6), '7');
+    const { store, listed, stop } = await watched();
+    const [one, three] = ['10.88.1.0/24', '10.88.3.0/24'].map((n) => listed.leases.find((l) => l.subnet!.toString() === n)!);
+    gw.refuseWatches = true;
+    gw.dropWatches();
+    await tick(50);
+    gw.put(K('10.88.1.0-24'), value(7), '7'); // unseen by any watch
+    gw.put(K('10.88.5.0-24'), value(5), '7');
+    gw.delete(K('10.88.3.0-24'));
+    const d = (await store.changes(listed.revision!))!;
+    expect(gw.ranges).toBe(2);
+    expect(d.removed).toHaveLength(2);
+    expect(d.removed).toEqual(expect.arrayContaining([one, three]));
+    // the lease the read found unchanged stays the same object: neither removed nor added
+    expect(named(d.added)).toEqual(['10.88.1.0/24 192.168.88.7', '10.88.5.0/24 192.168.88.5']);
+    stop();
+  });
+});
+
 describe('etcd store: watch', () => {
   it('starts at the revision after the caller\'s list, so a change between the list and the watch is replayed', async () => {
     const store = await open();

@@ -149,6 +149,35 @@ describe('the store manager', () => {
     expect(await m.leaseChanges(again.revision)).toBeUndefined(); // the daemon's own list says what is wrong
   });
 
+  it('leaseChanges: a store that tells its changes is asked, not listed; leases not of the SubnetLen are filtered as a list is; another SubnetLen since: undefined', async () => {
+    for (const n of [1, 2]) store.put(`10.88.${n}.0-24`, encodeAttrs(attrsOf(n)), 600);
+    store.put('10.88.128.0-25', encodeAttrs(attrsOf(3)), 600); // not a /24: never a peer
+    const m = manager();
+    await m.getNetworkConfig();
+    const listed = await m.listLeases();
+    expect(listed.leases).toHaveLength(2);
+    const [one, small] = [listed.leases[0], { subnet: P('10.88.129.0/25'), attrs: attrsOf(4) }];
+    const fresh = { subnet: P('10.88.5.0/24'), attrs: attrsOf(5) };
+    const told: unknown[] = [];
+    Object.assign(store, {
+      changes: async (since: string) => {
+        told.push(since);
+        return { removed: [one, { subnet: P('10.88.128.0/25'), attrs: attrsOf(3) }], added: [fresh, small], bad: [], revision: 'r2' };
+      },
+    });
+    const lists = store.calls.filter((c) => c === 'list').length;
+    const d = (await m.leaseChanges(listed.revision!))!;
+    expect(told).toEqual([listed.revision]);
+    expect(store.calls.filter((c) => c === 'list')).toHaveLength(lists);
+    expect([d.removed, d.added, d.revision]).toEqual([[one], [fresh], 'r2']);
+    expect(d.bad).toEqual([{ key: '10.88.129.0-25', why: "its subnet 10.88.129.0/25 is not of the network config's SubnetLen 24: not programmed" }]);
+    expect(await m.leaseChanges(listed.revision!)).toBeUndefined(); // counts from r2 now
+    store.config = '{"Network":"10.88.0.0/16","SubnetLen":25,"Backend":{"Type":"vxlan"}}';
+    await m.getNetworkConfig();
+    expect(await m.leaseChanges('r2')).toBeUndefined(); // filtered by another length: the daemon lists
+    expect(told).toHaveLength(1);
+  });
+
   it('tidy: a store that cannot expire old leases says so', async () => {
     await manager().tidy(); // etcd expires keys itself: nothing to do
     Object.assign(store, {
